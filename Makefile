@@ -1,0 +1,38 @@
+# Entry points. README's two commands: `make lab` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+ROOT := $(CURDIR)
+VENV ?= $(ROOT)/.venv
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
+PYTEST := $(VENV)/bin/pytest
+# Suites added by mk/*.mk append their targets here; `make test` runs all of them, in order.
+TEST_TIERS :=
+include $(sort $(wildcard mk/*.mk))
+
+.PHONY: bootstrap lint sanity unit test test-fast collection-build
+
+bootstrap:
+	scripts/bootstrap
+
+lint: bootstrap
+	yamllint --strict .
+	ruff check .
+	ruff format --check .
+	ansible-lint --strict
+	antsibull-changelog lint
+
+sanity: bootstrap
+	scripts/sanity
+
+unit: bootstrap
+	$(PYTEST) -m "not (lab or engine or gateway or molecule or e2e or slow)" -p no:cacheprovider
+
+## Local fast path: lint and unit tests only.
+test-fast: lint unit
+
+## Everything CI runs.
+test: lint sanity unit $(TEST_TIERS)
+
+collection-build: bootstrap
+	mkdir -p build && ansible-galaxy collection build --force --output-path build .
