@@ -8,4 +8,4 @@ lab-bins:
 
 ## Smoke suite against a real apiserver with simulated DGX Spark nodes.
 test-lab: bootstrap lab-bins
-	$(PYTEST) -m lab -p no:cacheprovider tests/lab
+	$(PYTEST) -m lab -p no:cacheprovider

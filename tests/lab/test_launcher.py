@@ -18,7 +18,8 @@ pytestmark = pytest.mark.lab
 
 
 def run_cli(*args, check=True):
-    result = subprocess.run([sys.executable, "-m", "tests.lab", *args], cwd=bins.REPO_ROOT, capture_output=True, text=True)
+    argv = [sys.executable, "-m", "tests.lab", *args]
+    result = subprocess.run(argv, cwd=bins.REPO_ROOT, capture_output=True, text=True, check=False)
     assert not check or result.returncode == 0, f"{args} failed ({result.returncode}):\n{result.stderr}"
     return result
 
