@@ -1,0 +1,125 @@
+"""Project-level invariants: pinned dependencies, declared collections, action groups, bootstrap."""
+
+import ast
+import importlib.metadata
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PIN = re.compile(r"^[A-Za-z0-9_.\-]+(\[[a-z,]+\])?==[0-9][0-9A-Za-z.\-+]*$")
+FQCN = re.compile(r"(?<![\w./-])([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*\b")
+
+
+def load(rel):
+    return yaml.safe_load((ROOT / rel).read_text())
+
+
+def requirement_lines(rel):
+    for raw in (ROOT / rel).read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            yield line
+
+
+def test_python_requirements_are_exact_pins():
+    for rel in ("requirements.txt", "requirements-dev.txt"):
+        for line in requirement_lines(rel):
+            if line.startswith("-r "):
+                assert (ROOT / line[3:].strip()).is_file(), f"{rel}: {line} points nowhere"
+                continue
+            assert PIN.match(line), f"{rel}: {line!r} is not pinned with =="
+
+
+def installed_collections():
+    out = subprocess.run(
+        [pathlib.Path(sys.executable).parent / "ansible-galaxy", "collection", "list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
+        cwd=ROOT,
+    ).stdout
+    import json
+
+    return {name for per_path in json.loads(out).values() for name in per_path}
+
+
+def used_collections():
+    known = installed_collections()
+    used = {}
+    files = [p for d in ("roles", "playbooks", "plugins") for p in (ROOT / d).rglob("*") if p.is_file()]
+    for path in files:
+        if path.suffix not in {".yml", ".yaml", ".py", ".j2"}:
+            continue
+        for ns, name in FQCN.findall(path.read_text(errors="ignore")):
+            fq = f"{ns}.{name}"
+            if fq in known:
+                used.setdefault(fq, path.relative_to(ROOT))
+    return used
+
+
+def test_every_used_collection_is_a_declared_dependency():
+    declared = set(load("galaxy.yml")["dependencies"]) | {"ansible.builtin", "tokenfactory.spark"}
+    undeclared = {fq: str(where) for fq, where in used_collections().items() if fq not in declared}
+    assert not undeclared, f"collections used but missing from galaxy.yml dependencies: {undeclared}"
+
+
+def test_collection_requirement_files_agree_with_galaxy():
+    galaxy = load("galaxy.yml")["dependencies"]
+    for rel in ("requirements.yml", "collections/requirements.yml"):
+        names = {c["name"] for c in load(rel)["collections"]}
+        missing = set(galaxy) - names
+        assert not missing, f"{rel} lacks {missing}"
+    awx = [c for c in load("collections/requirements.yml")["collections"] if c.get("type") == "dir"]
+    assert awx == [{"name": "./", "type": "dir"}], "AWX sync must install the project itself"
+
+
+def test_action_group_lists_existing_modules_and_every_auth_module():
+    groups = load("meta/runtime.yml").get("action_groups", {})
+    modules = {p.stem: p for p in (ROOT / "plugins/modules").glob("*.py")}
+    grouped = set(groups.get("token_factory") or [])
+    assert grouped <= set(modules), f"action group names missing modules: {grouped - set(modules)}"
+    for name, path in modules.items():
+        if re.search(r"tokenfactory\.spark\.(k8s_auth|gateway_auth)", path.read_text()):
+            assert name in grouped, f"{name} uses shared auth options but is not in action group token_factory"
+
+
+def third_party_imports():
+    stdlib = set(sys.stdlib_module_names)
+    found = {}
+    for path in (ROOT / "plugins").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top not in stdlib and top not in {"ansible", "ansible_collections"}:
+                    found.setdefault(top, path.relative_to(ROOT))
+    return found
+
+
+def test_execution_environment_covers_plugin_imports():
+    ee = load("meta/execution-environment.yml")
+    for key in ("python", "system"):
+        assert (ROOT / ee["dependencies"][key]).is_file()
+    pinned = {re.split(r"[=\[]", line)[0].lower().replace("_", "-") for line in requirement_lines("requirements.txt")}
+    dists = importlib.metadata.packages_distributions()
+    for module, where in third_party_imports().items():
+        owners = {d.lower().replace("_", "-") for d in dists.get(module, [module])}
+        assert owners & pinned, f"{where} imports {module!r} but requirements.txt pins none of {owners}"
+
+
+def test_bootstrap_is_idempotent_and_quiet_when_done():
+    proc = subprocess.run([ROOT / "scripts/bootstrap"], capture_output=True, text=True, timeout=600, check=True)
+    proc = subprocess.run([ROOT / "scripts/bootstrap"], capture_output=True, text=True, timeout=60, check=True)
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("[bootstrap] ready")
