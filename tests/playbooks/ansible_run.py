@@ -1,0 +1,67 @@
+"""Run ansible-playbook from tests the way a user does: project ansible.cfg, the venv's Python."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(sys.executable).parent
+
+
+def ansible_env(extra=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env["PATH"] = f"{BIN}:{env['PATH']}"
+    env["ANSIBLE_CONFIG"] = str(ROOT / "ansible.cfg")
+    env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+    env.update(extra or {})
+    return env
+
+
+def run_playbook(playbook, *args, extra_env=None, check=True, timeout=600, cwd=ROOT):
+    """Run ansible-playbook; return the CompletedProcess (asserting success unless check=False)."""
+    cmd = [str(BIN / "ansible-playbook"), str(playbook), *map(str, args)]
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=ansible_env(extra_env), capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if check:
+        assert proc.returncode == 0, (
+            f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+        )
+    return proc
+
+
+def render_role(tmp_path, role, tasks_from, facts, role_vars=None):
+    """Include a role's render tasks and return the named facts (as rendered text)."""
+    import json
+
+    out = tmp_path / "facts.json"
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "Render",
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "Render role templates",
+                            "ansible.builtin.include_role": {"name": role, "tasks_from": tasks_from},
+                            "vars": role_vars or {},
+                        },
+                        {
+                            "name": "Dump facts",
+                            "ansible.builtin.copy": {
+                                "content": "{{{{ {{{}}} | to_json }}}}".format(", ".join(f"'{f}': {f}" for f in facts)),
+                                "dest": str(out),
+                                "mode": "0600",
+                            },
+                        },
+                    ],
+                }
+            ]
+        )
+    )
+    run_playbook(playbook, "-i", "localhost,", "-c", "local")
+    return json.loads(out.read_text())
