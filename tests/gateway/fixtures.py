@@ -30,7 +30,7 @@ def gateway_factory(postgres_server, redis_server):
     def make(objects, replicas=1, **settings) -> Gateway:
         gateway = Gateway(postgres_server, redis_server, objects, **settings)
         started.append(gateway)
-        for _ in range(replicas):
+        for _replica in range(replicas):
             gateway.add_replica()
         return gateway
 

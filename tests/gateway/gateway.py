@@ -90,7 +90,7 @@ class Gateway:
         body = {"models": list(models or [])}
         if limits:
             body["limits"] = limits
-        status, _ = self.admin("PUT", f"/tenants/{tenant}", body)
+        status = self.admin("PUT", f"/tenants/{tenant}", body)[0]
         assert status == 200, status
         status, answer = self.admin("PUT", f"/tenants/{tenant}/keys/{name}", {"limits": key_limits or {}})
         assert status == 201, answer
@@ -123,7 +123,7 @@ class Replica:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        wait_for(lambda: self._ready(), timeout, f"gateway on port {self.port} (log {self.log_path})")
+        wait_for(self._ready, timeout, f"gateway on port {self.port} (log {self.log_path})")
         return self
 
     def _ready(self) -> bool:

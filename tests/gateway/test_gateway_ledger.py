@@ -37,14 +37,14 @@ async def mixed_load(urls, key, count, concurrency=16):
                 stream = await c.chat.completions.create(
                     model=MODEL, messages=MESSAGES, stream=True, stream_options=options
                 )
-                async for _ in stream:
+                async for _chunk in stream:
                     pass
             elif kind == 3:
                 await c.completions.create(model=MODEL, prompt="one two three four", max_tokens=3 + i % 5)
             else:
                 stream = await c.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True)
                 seen = 0
-                async for _ in stream:
+                async for _chunk in stream:
                     seen += 1
                     if seen == 3:
                         break
@@ -109,7 +109,7 @@ def test_database_outage_spools_usage_to_disk_and_replays_it(redis_server, upstr
         wait_for(lambda: ledger_totals(gw).startswith("10|"), 30, "10 rows")
         postgres.halt()
         asyncio.run(mixed_load([gw.url], key, 25))
-        wait_for(lambda: (gw.dir / "spool" / "usage.jsonl").exists(), 15, "spool file")
+        wait_for((gw.dir / "spool" / "usage.jsonl").exists, 15, "spool file")
         postgres.start()
         wait_for(lambda: ledger_totals(gw).startswith("35|"), 30, "replayed rows")
         assert ledger_totals(gw) == "35|" + upstream_totals(upstream)

@@ -146,7 +146,7 @@ async def metrics(request):
 
 async def self_usage(request):
     gw = request.app["gateway"]
-    _, info = await gw.proxy.authenticate(request)
+    info = (await gw.proxy.authenticate(request))[1]
     plan = usage.parse_query(request.query, {"model"}, {"model"}, {"key_id": str(info.key_id)})
     result = await usage.aggregate(gw.pool, plan)
     result["key"] = {"id": str(info.key_id), "name": info.key_name, "tenant": info.tenant}

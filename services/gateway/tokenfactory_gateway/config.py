@@ -83,7 +83,7 @@ def load(path: str | None = None, environ=None) -> Config:
 
 def validate(cfg: Config) -> None:
     if cfg.listen:
-        host, _, port = cfg.listen.rpartition(":")
+        host, port = cfg.listen.rsplit(":", 1) if ":" in cfg.listen else ("", "")
         if not host or not port.isdigit():
             raise ValueError(f"listen must look like HOST:PORT, got {cfg.listen!r}")
         cfg.host, cfg.port = host.strip("[]"), int(port)

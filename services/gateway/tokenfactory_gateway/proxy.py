@@ -43,7 +43,7 @@ class Proxy:
         epoch; when the epoch moved, the key is re-read before anything is decided (model None: only
         the epoch check)."""
         gw = self.gw
-        for _ in range(3):
+        for _attempt in range(3):
             dep = None if model is None else gw.routing.table.resolve(model, info.tenant, info.granted_models)
             scopes = scopes_for(gw.cfg.redis_key_prefix, info, dep) if dep else []
             try:
@@ -76,13 +76,13 @@ class Proxy:
         return await self.forward(request, "/v1/completions")
 
     async def models(self, request):
-        _, info = await self.authenticate(request)
+        info = (await self.authenticate(request))[1]
         names = self.gw.routing.table.models_for(info.tenant, info.granted_models)
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "tokenfactory"} for n in names]
         return web.json_response({"object": "list", "data": data}, dumps=_dumps)
 
     async def model(self, request):
-        _, info = await self.authenticate(request)
+        info = (await self.authenticate(request))[1]
         name = request.match_info["model"]
         if name not in self.gw.routing.table.models_for(info.tenant, info.granted_models):
             raise errors.model_not_found(name)
@@ -186,8 +186,9 @@ class Call:
                     now = time.perf_counter()
                     if last is None:
                         self.ttft, last, fresh = now - self.t0, now, fresh - 1
-                    for _ in range(fresh):  # events that arrived together share the gap
-                        itl.observe((now - last) / fresh)
+                    gap = (now - last) / fresh if fresh else 0.0
+                    for _event in range(fresh):  # events that arrived together share the gap
+                        itl.observe(gap)
                     last, self.events = now, sse.content_events
                 if self.disconnected:
                     if time.monotonic() > deadline:
