@@ -12,9 +12,18 @@ pytestmark = pytest.mark.engine
 
 
 def test_closed_loop_against_vllm(vllm_engine):
-    result = validate(vllm_engine.base_url, api="completions", concurrency=4, num_requests=24, warmup_requests=2,
-                      prompt_tokens=64, output_tokens=32, metrics_url=vllm_engine.metrics_url, scrape_interval=0.5,
-                      return_requests=True)
+    result = validate(
+        vllm_engine.base_url,
+        api="completions",
+        concurrency=4,
+        num_requests=24,
+        warmup_requests=2,
+        prompt_tokens=64,
+        output_tokens=32,
+        metrics_url=vllm_engine.metrics_url,
+        scrape_interval=0.5,
+        return_requests=True,
+    )
     assert result["completed"] == 24 and result["failed"] == 0, result["errors"]
     assert {r["output_tokens"] for r in result["requests"]} == {32}  # ignore_eos: exactly max_tokens each
     assert not result["tokens_estimated"]
@@ -30,8 +39,14 @@ def test_closed_loop_against_vllm(vllm_engine):
 
 
 def test_chat_stream_against_vllm(vllm_engine):
-    result = validate(vllm_engine.base_url, api="chat", concurrency=2, num_requests=6, output_tokens=16,
-                      metrics_url=vllm_engine.metrics_url)
+    result = validate(
+        vllm_engine.base_url,
+        api="chat",
+        concurrency=2,
+        num_requests=6,
+        output_tokens=16,
+        metrics_url=vllm_engine.metrics_url,
+    )
     assert result["completed"] == 6 and result["total_output_tokens"] == 96
     assert result["token_check"]["match"] is True
     assert result["count_itl"] >= 6 * 10  # one content chunk per token, the role preamble is not one
@@ -39,8 +54,17 @@ def test_chat_stream_against_vllm(vllm_engine):
 
 def test_kv_pressure_then_engine_dies_mid_run(tiny_model_dir):
     with VllmServer(model_dir=tiny_model_dir, extra_args=["--num-gpu-blocks-override", "16"]) as engine:
-        pressure = validate(engine.base_url, api="completions", concurrency=8, num_requests=16, warmup_requests=1,
-                            prompt_tokens=96, output_tokens=160, metrics_url=engine.metrics_url, scrape_interval=0.25)
+        pressure = validate(
+            engine.base_url,
+            api="completions",
+            concurrency=8,
+            num_requests=16,
+            warmup_requests=1,
+            prompt_tokens=96,
+            output_tokens=160,
+            metrics_url=engine.metrics_url,
+            scrape_interval=0.25,
+        )
         assert pressure["completed"] == 16, pressure["errors"]
         server = pressure["server"]
         assert server["kv_cache_usage"]["peak"] >= 0.9, server["kv_cache_usage"]
@@ -50,9 +74,17 @@ def test_kv_pressure_then_engine_dies_mid_run(tiny_model_dir):
         outcome = {}
 
         def run():
-            outcome["result"] = validate(engine.base_url, api="completions", concurrency=4, num_requests=40,
-                                         warmup_requests=0, prompt_tokens=32, output_tokens=96, request_timeout=20,
-                                         max_duration=60)
+            outcome["result"] = validate(
+                engine.base_url,
+                api="completions",
+                concurrency=4,
+                num_requests=40,
+                warmup_requests=0,
+                prompt_tokens=32,
+                output_tokens=96,
+                request_timeout=20,
+                max_duration=60,
+            )
 
         worker = threading.Thread(target=run)
         worker.start()

@@ -20,8 +20,15 @@ def test_api_key_and_rate_limits_through_gateway(gateway_factory, synthetic_upst
     anonymous = validate(gw.url, num_requests=2, warmup_requests=0, output_tokens=8)
     assert anonymous["completed"] == 0 and set(anonymous["errors"]["by_kind"]) == {"http_401"}
 
-    result = validate(gw.url, api_key=key, concurrency=2, num_requests=12, warmup_requests=0, output_tokens=8,
-                      slo={"max_error_rate": 0.6})
+    result = validate(
+        gw.url,
+        api_key=key,
+        concurrency=2,
+        num_requests=12,
+        warmup_requests=0,
+        output_tokens=8,
+        slo={"max_error_rate": 0.6},
+    )
     assert result["completed"] == 6, result["errors"]  # the bucket holds 6 requests per minute
     assert result["errors"]["rate_limited"] == 6 and result["errors"]["by_kind"] == {"rate_limited": 6}
     assert all(s["status"] == 429 and s["retry_after"] for s in result["errors"]["samples"])

@@ -32,16 +32,35 @@ def playbook(tmp_path, upstream, check=False, fail_on_breach=False, itl_ms=250):
         },
         "register": "out",
     }
-    plays = [{"name": "Validate", "hosts": "localhost", "gather_facts": True,
-              "tasks": [task, {"name": "Show", "ansible.builtin.debug": {"var": "out"}}]}]
+    plays = [
+        {
+            "name": "Validate",
+            "hosts": "localhost",
+            "gather_facts": True,
+            "tasks": [task, {"name": "Show", "ansible.builtin.debug": {"var": "out"}}],
+        }
+    ]
     path = tmp_path / "site.yml"
     path.write_text(yaml.safe_dump(plays, sort_keys=False))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-           "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"),
-           "ANSIBLE_CALLBACKS_ENABLED": "tokenfactory.spark.validation_report",
-           "TOKENFACTORY_VALIDATION_REPORT_DIR": str(tmp_path / "reports"), "ANSIBLE_NOCOLOR": "1"}
-    command = [str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-               "-e", f"ansible_python_interpreter={sys.executable}", "-v", str(path)]
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"),
+        "ANSIBLE_CALLBACKS_ENABLED": "tokenfactory.spark.validation_report",
+        "TOKENFACTORY_VALIDATION_REPORT_DIR": str(tmp_path / "reports"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    command = [
+        str(pathlib.Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        "localhost,",
+        "-c",
+        "local",
+        "-e",
+        f"ansible_python_interpreter={sys.executable}",
+        "-v",
+        str(path),
+    ]
     if check:
         command.append("--check")
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)

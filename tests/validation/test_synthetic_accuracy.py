@@ -22,11 +22,20 @@ TTFT_MS, ITL_MS, PER_CHUNK, TOKENS = 40.0, 8.0, 3, 24
 
 @pytest.mark.parametrize("api", ["completions", "chat"])
 def test_known_ttft_itl_with_several_tokens_per_chunk(synthetic_upstream, api):
-    upstream = synthetic_upstream(ttft_ms=TTFT_MS, itl_ms=ITL_MS, tokens_per_chunk=PER_CHUNK, output_tokens=TOKENS,
-                                  subprocess=True)
+    upstream = synthetic_upstream(
+        ttft_ms=TTFT_MS, itl_ms=ITL_MS, tokens_per_chunk=PER_CHUNK, output_tokens=TOKENS, subprocess=True
+    )
     with priority(-10, upstream._proc.pid):
-        result = validate(upstream.base_url, api=api, concurrency=1, num_requests=16, output_tokens=TOKENS,
-                          metrics_url=upstream.base_url + "/metrics", scrape_interval=5, return_requests=True)
+        result = validate(
+            upstream.base_url,
+            api=api,
+            concurrency=1,
+            num_requests=16,
+            output_tokens=TOKENS,
+            metrics_url=upstream.base_url + "/metrics",
+            scrape_interval=5,
+            return_requests=True,
+        )
     assert result["completed"] == 16 and result["failed"] == 0
     assert result["total_output_tokens"] == 16 * TOKENS and not result["tokens_estimated"]
     assert result["token_check"]["match"] is True
