@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+# Copyright: tokenfactory.spark contributors
+# Apache License 2.0 (see LICENSE)
+"""Input checks that name the offending field and what is allowed; run before any write."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+QUANTITY_RE = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+DECIMAL_RE = re.compile(r"^[0-9]+(\.[0-9]{1,6})?$")
+URL_RE = re.compile(r"^https?://[^\s/]+(/\S*)?$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$")
+HF_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+NGC_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)+(:[A-Za-z0-9._-]+)?$")
+S3_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$")
+CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
+
+BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+DECIMAL_SUFFIXES = {"m": Decimal("0.001"), "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
+DECIMAL_SUFFIXES["E"] = 10**18
+
+
+class ValidationError(Exception):
+    """Bad input: `field` is the option path the user wrote, message says what is allowed."""
+
+    def __init__(self, field, message):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def dns_label(field, value):
+    if not isinstance(value, str) or len(value) > 63 or not DNS_LABEL_RE.match(value):
+        raise ValidationError(
+            field, f"{value!r} is not a DNS-1123 label (lowercase a-z, 0-9 and '-', start/end alphanumeric, <= 63)"
+        )
+    return value
+
+
+def dns_subdomain(field, value):
+    if not isinstance(value, str) or len(value) > 253 or not DNS_SUBDOMAIN_RE.match(value):
+        raise ValidationError(
+            field, f"{value!r} is not a DNS-1123 name (lowercase a-z, 0-9, '-' and '.', start/end alphanumeric)"
+        )
+    return value
+
+
+def parse_quantity(field, value):
+    """Kubernetes quantity -> Decimal (bytes for memory, cores for CPU)."""
+    match = QUANTITY_RE.match(str(value).strip())
+    if not match:
+        raise ValidationError(field, f"{value!r} is not a Kubernetes quantity (examples: 500m, 4, 16Gi, 20G)")
+    number, suffix = Decimal(match.group(1)), match.group(3) or ""
+    factor = BINARY_SUFFIXES.get(suffix) or DECIMAL_SUFFIXES[suffix]
+    return number * factor
+
+
+def quantity(field, value, minimum=None):
+    amount = parse_quantity(field, value)
+    if minimum is not None and amount < parse_quantity(field, minimum):
+        raise ValidationError(field, f"{value} is below the minimum {minimum}")
+    return str(value).strip()
+
+
+def decimal_string(field, value):
+    text = str(value).strip()
+    if not DECIMAL_RE.match(text):
+        raise ValidationError(field, f"{value!r} must be a non-negative decimal with at most 6 decimals, e.g. '0.15'")
+    try:
+        Decimal(text)
+    except InvalidOperation as exc:  # pragma: no cover - the regex already guarantees it
+        raise ValidationError(field, f"{value!r} is not a decimal") from exc
+    return text
+
+
+def currency(field, value):
+    if not isinstance(value, str) or not CURRENCY_RE.match(value):
+        raise ValidationError(field, f"{value!r} must be an ISO 4217 code in capitals, e.g. USD or EUR")
+    return value
+
+
+def url(field, value):
+    if not isinstance(value, str) or not URL_RE.match(value):
+        raise ValidationError(field, f"{value!r} must be an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+def env_name(field, value):
+    if not ENV_NAME_RE.match(value):
+        raise ValidationError(field, f"{value!r} is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+    return value
+
+
+def served_name(field, value):
+    if not isinstance(value, str) or len(value) > 256 or not SERVED_NAME_RE.match(value):
+        raise ValidationError(field, f"{value!r} may contain only letters, digits and . _ / : - (<= 256)")
+    return value
+
+
+SOURCE_RULES = {
+    "huggingface": (HF_REPO_RE, "a Hugging Face repo id like Qwen/Qwen2-0.5B-Instruct"),
+    "ngc": (NGC_RE, "an NGC path like nim/meta/llama-3.1-8b-instruct[:tag]"),
+    "s3": (S3_RE, "an object storage URL like s3://bucket/path/to/model"),
+}
+
+
+def model_source(field, value, provider_type):
+    pattern, expected = SOURCE_RULES[provider_type]
+    if not isinstance(value, str) or not pattern.match(value):
+        raise ValidationError(field, f"{value!r} is not {expected} (provider type {provider_type})")
+    return value
+
+
+def pem(field, value, kinds):
+    """A PEM block of one of `kinds` (e.g. CERTIFICATE, PRIVATE KEY); the value itself is never echoed."""
+    text = (value or "").strip()
+    for kind in kinds:
+        if re.search(rf"-----BEGIN {kind}-----.+-----END {kind}-----", text, re.S):
+            return text + "\n"
+    allowed = ", ".join(f"'-----BEGIN {kind}-----'" for kind in kinds)
+    raise ValidationError(field, f"is not PEM; expected a block starting with {allowed}")
+
+
+def check_tls_pair(cert_field, cert_pem, key_pem):
+    """Certificate and key must belong together (checked when the cryptography library is present)."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+    except ImportError:  # pragma: no cover - cryptography ships with ansible-core's usual environments
+        return
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem.encode())
+    except ValueError as exc:
+        raise ValidationError(cert_field, "the PEM block is not a parseable X.509 certificate") from exc
+    try:
+        key = serialization.load_pem_private_key(key_pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ValidationError("tls_key", "the PEM block is not an unencrypted private key") from exc
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    encoding = serialization.Encoding.DER
+    if cert.public_key().public_bytes(encoding, public) != key.public_key().public_bytes(encoding, public):
+        raise ValidationError("tls_key", f"does not match the public key of {cert_field}")
+
+
+def positive_range(field, value, low, high):
+    if value is None or not low <= value <= high:
+        raise ValidationError(field, f"{value} is out of range; allowed {low}..{high}")
+    return value
+
+
+def drop_none(data):
+    """Recursively remove None values and empty dicts (so they do not become apply-owned fields)."""
+    if isinstance(data, dict):
+        cleaned = {k: drop_none(v) for k, v in data.items() if v is not None}
+        return {k: v for k, v in cleaned.items() if v != {}}
+    if isinstance(data, list):
+        return [drop_none(v) for v in data]
+    return data

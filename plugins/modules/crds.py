@@ -1,0 +1,130 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: tokenfactory.spark contributors
+# Apache License 2.0 (see LICENSE)
+"""Install or remove the Token Factory CustomResourceDefinitions."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: crds
+short_description: Install the Token Factory CustomResourceDefinitions (tokenfactory.io/v1alpha1)
+version_added: 0.1.0
+description:
+  - Applies the CRDs of C(ComputeCluster), C(Endpoint), C(Provider), C(Model) and C(ModelDeployment)
+    (group C(tokenfactory.io), version C(v1alpha1), namespaced) with server-side apply, and waits until the
+    API server serves them.
+  - The CRDs ship inside the collection as data (C(plugins/module_utils/tf_crds.py)); their OpenAPI schemas
+    reject bad objects (enums, patterns, ranges, required fields, C(minReplicas <= maxReplicas)).
+  - Needs permission to manage CustomResourceDefinitions (cluster-admin); the other modules only need
+    rights on the objects in their namespace.
+author:
+  - Token Factory maintainers (@tokenfactory)
+options:
+  state:
+    description:
+      - V(present) installs or updates the CRDs.
+      - V(absent) deletes them, which deletes B(every) Token Factory object in the cluster and, through
+        ownerReferences, their workloads.
+    type: str
+    default: present
+    choices: [present, absent]
+  wait:
+    description: Wait until each CRD is C(Established) (present) or gone (absent).
+    type: bool
+    default: true
+  wait_timeout:
+    description: Seconds to wait when O(wait=true).
+    type: int
+    default: 120
+extends_documentation_fragment:
+  - tokenfactory.spark.k8s_auth
+attributes:
+  check_mode:
+    description: Server-side dry run; nothing is written.
+    support: full
+  diff_mode:
+    description: Returns before/after of each CRD it would change.
+    support: full
+  action_group:
+    description: Use C(group/tokenfactory.spark.token_factory) in C(module_defaults) to set auth options.
+    support: full
+    membership:
+      - tokenfactory.spark.token_factory
+"""
+
+EXAMPLES = r"""
+- name: Install the Token Factory CRDs
+  tokenfactory.spark.crds:
+    kubeconfig: /etc/kubernetes/admin.conf
+
+- name: Show what would change, without writing
+  tokenfactory.spark.crds:
+  check_mode: true
+  diff: true
+"""
+
+RETURN = r"""
+crds:
+  description: Names of the CRDs managed by this module.
+  returned: always
+  type: list
+  elements: str
+  sample: [computeclusters.tokenfactory.io, modeldeployments.tokenfactory.io]
+api_version:
+  description: API version of the Token Factory objects.
+  returned: always
+  type: str
+  sample: tokenfactory.io/v1alpha1
+progress:
+  description: Progress messages recorded while waiting.
+  returned: when the module waited
+  type: list
+  elements: str
+"""
+
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_crds import all_crds
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import CRD, GROUP, VERSION
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import TokenFactoryModule
+
+
+def established(client, name):
+    def check():
+        crd = client.get(CRD, name)
+        conditions = {c["type"]: c["status"] for c in (crd or {}).get("status", {}).get("conditions", [])}
+        done = conditions.get("Established") == "True"
+        return done, None if done else f"waiting for CRD {name} to be Established"
+
+    return check
+
+
+def main():
+    tfm = TokenFactoryModule(
+        {
+            "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
+            "wait": {"type": "bool", "default": True},
+            "wait_timeout": {"type": "int", "default": 120},
+        },
+        base_spec={},
+    )
+
+    def body():
+        crds = all_crds()
+        names = [crd["metadata"]["name"] for crd in crds]
+        if tfm.params["state"] == "absent":
+            for name in names:
+                tfm.remove(CRD, name, wait=tfm.params["wait"])
+        else:
+            current_and_planned = [(crd, *tfm.plan(crd)) for crd in crds]
+            for crd, current, planned in current_and_planned:
+                tfm.write(crd, current, planned)
+            if tfm.params["wait"] and not tfm.check_mode:
+                for name in names:
+                    tfm.wait_until(f"CRD {name} Established", established(tfm.client, name))
+        return {"crds": names, "api_version": f"{GROUP}/{VERSION}"}
+
+    tfm.run(body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: tokenfactory.spark contributors
+# Apache License 2.0 (see LICENSE)
+"""Endpoints: the OpenAI-compatible host name users call, served by the Token Factory gateway."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: endpoint
+short_description: Manage an inference endpoint (host name, TLS, compute cluster, gateway)
+version_added: 0.1.0
+description:
+  - Creates or updates an C(Endpoint) (C(tokenfactory.io/v1alpha1)) - the host name clients use, its TLS certificate,
+    the C(ComputeCluster) whose GPUs serve it and the gateway Service that terminates it.
+  - C(status.baseURL) is the OpenAI base URL (C(https://<hostname>/v1)); the gateway reads it.
+  - With O(tls_cert) and O(tls_key) the module stores them in a C(kubernetes.io/tls) Secret C(<name>-tls) owned
+    by the Endpoint. The key is never logged or returned; certificate and key must match.
+author:
+  - Token Factory maintainers (@tokenfactory)
+options:
+  hostname:
+    description: DNS name clients call (no scheme, no path). Required with O(state=present).
+    type: str
+  port:
+    description: Port of the public URL when it is not 443 (TLS) or 80.
+    type: int
+  compute_cluster:
+    description: Name of the C(ComputeCluster) in the same namespace. Required with O(state=present).
+    type: str
+  gateway:
+    description: Gateway Service that serves this endpoint.
+    type: dict
+    default: {}
+    suboptions:
+      service_name:
+        description: Service name of the gateway.
+        type: str
+        default: tokenfactory-gateway
+      namespace:
+        description: Namespace of the gateway Service (defaults to O(namespace)).
+        type: str
+      port:
+        description: Port of the gateway Service.
+        type: int
+        default: 8080
+  tls_cert:
+    description: PEM certificate (chain) for O(hostname). Requires O(tls_key).
+    type: str
+  tls_key:
+    description: PEM private key of O(tls_cert). Never logged or returned.
+    type: str
+  tls_secret:
+    description: Existing C(kubernetes.io/tls) Secret to use instead of O(tls_cert)/O(tls_key).
+    type: str
+  external_url:
+    description:
+      - Public base URL when it differs from C(scheme://hostname[:port]) (for example a lab gateway on a local port).
+        C(/v1) is appended when missing.
+    type: str
+extends_documentation_fragment:
+  - tokenfactory.spark.k8s_auth
+  - tokenfactory.spark.k8s_auth.namespace
+  - tokenfactory.spark.k8s_auth.object
+"""
+
+EXAMPLES = r"""
+- name: Public endpoint with TLS from files
+  tokenfactory.spark.endpoint:
+    name: public
+    namespace: tokenfactory
+    hostname: llm.example.com
+    compute_cluster: spark
+    tls_cert: "{{ lookup('ansible.builtin.file', 'llm.example.com.crt') }}"
+    tls_key: "{{ lookup('ansible.builtin.file', 'llm.example.com.key') }}"
+  register: ep
+
+- name: Use its base URL
+  ansible.builtin.debug:
+    msg: "OPENAI_BASE_URL={{ ep.base_url }}"
+"""
+
+RETURN = r"""
+endpoint:
+  description: The Endpoint object as stored (with status).
+  returned: always
+  type: dict
+base_url:
+  description: OpenAI-compatible base URL of the endpoint.
+  returned: when state=present
+  type: str
+  sample: https://llm.example.com/v1
+tls_secret:
+  description: Name of the TLS Secret (never its data).
+  returned: when TLS is configured
+  type: str
+  sample: public-tls
+"""
+
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import (
+    COMPUTE_CLUSTER,
+    ENDPOINT,
+    MODEL_DEPLOYMENT,
+    SECRET,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import (
+    ValidationError,
+    check_tls_pair,
+    dns_label,
+    dns_subdomain,
+    pem,
+    positive_range,
+    url,
+)
+
+GATEWAY_SPEC = {
+    "service_name": {"type": "str", "default": "tokenfactory-gateway"},
+    "namespace": {"type": "str"},
+    "port": {"type": "int", "default": 8080},
+}
+
+
+def base_url(spec):
+    if spec.get("externalURL"):
+        root = spec["externalURL"]
+        return root if root.endswith("/v1") else f"{root}/v1"
+    scheme = "https" if spec.get("tls") else "http"
+    port = spec.get("port")
+    default = 443 if scheme == "https" else 80
+    return f"{scheme}://{spec['hostname']}{f':{port}' if port and port != default else ''}/v1"
+
+
+def tls_spec(tfm, name):
+    params = tfm.params
+    if params["tls_secret"]:
+        secret = dns_subdomain("tls_secret", params["tls_secret"])
+        existing = tfm.client.get(SECRET, secret, params["namespace"])
+        if existing is None or existing.get("type") != "kubernetes.io/tls":
+            problem = "not found" if existing is None else f"has type {existing.get('type')}"
+            raise ValidationError("tls_secret", f"Secret {secret!r} {problem}; a kubernetes.io/tls Secret is required")
+        return secret, None
+    if params["tls_cert"]:
+        cert = pem("tls_cert", params["tls_cert"], ["CERTIFICATE"])
+        key = pem("tls_key", params["tls_key"], ["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"])
+        check_tls_pair("tls_cert", cert, key)
+        return f"{name}-tls", {"tls.crt": cert, "tls.key": key}
+    return None, None
+
+
+def main():
+    tfm = TokenFactoryModule(
+        {
+            "hostname": {"type": "str"},
+            "port": {"type": "int"},
+            "compute_cluster": {"type": "str"},
+            "gateway": {"type": "dict", "default": {}, "options": GATEWAY_SPEC},
+            "tls_cert": {"type": "str"},
+            "tls_key": {"type": "str", "no_log": True},
+            "tls_secret": {"type": "str", "no_log": False},
+            "external_url": {"type": "str"},
+        },
+        required_if=[("state", "present", ["hostname", "compute_cluster"])],
+        required_together=[("tls_cert", "tls_key")],
+        mutually_exclusive=[("tls_secret", "tls_cert")],
+    )
+
+    def body():
+        params = tfm.params
+        name, namespace = dns_subdomain("name", params["name"]), params["namespace"]
+        tfm.require_crd("endpoints")
+        if params["state"] == "absent":
+            tfm.refuse_if_used("Endpoint", name, MODEL_DEPLOYMENT, "endpoint")
+            tfm.remove(ENDPOINT, name, namespace, wait=params["wait"])
+            return {"endpoint": {}}
+        hostname = params["hostname"].lower()
+        if len(hostname) > 253 or ("." not in hostname and hostname != "localhost"):
+            raise ValidationError(
+                "hostname", f"{params['hostname']!r} must be a fully qualified DNS name like llm.example.com"
+            )
+        dns_subdomain("hostname", hostname)
+        gateway = params["gateway"]
+        spec = {
+            "hostname": hostname,
+            "computeCluster": params["compute_cluster"],
+            "gateway": {
+                "serviceName": dns_label("gateway.service_name", gateway["service_name"]),
+                "namespace": dns_label("gateway.namespace", gateway["namespace"] or namespace),
+                "port": positive_range("gateway.port", gateway["port"], 1, 65535),
+            },
+        }
+        if params["port"] is not None:
+            spec["port"] = positive_range("port", params["port"], 1, 65535)
+        if params["external_url"]:
+            spec["externalURL"] = url("external_url", params["external_url"])
+        tfm.reference(COMPUTE_CLUSTER, "compute_cluster", params["compute_cluster"])
+        secret_name, secret_data = tls_spec(tfm, name)
+        if secret_name:
+            spec["tls"] = {"secretName": secret_name}
+
+        def secret_for(owner):
+            return tfm.owned_secret(owner, secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
+
+        applied = tfm.ensure_with_secret(tf_object("Endpoint", name, namespace, spec), secret_for)
+        status = {"phase": "Ready", "baseURL": base_url(spec), "computeCluster": params["compute_cluster"]}
+        stored = tfm.write_status(applied, status)
+        result = {"endpoint": stored, "base_url": status["baseURL"]}
+        if secret_name:
+            result["tls_secret"] = secret_name
+        return result
+
+    tfm.run(body)
+
+
+if __name__ == "__main__":
+    main()

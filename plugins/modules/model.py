@@ -1,0 +1,203 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: tokenfactory.spark contributors
+# Apache License 2.0 (see LICENSE)
+"""Models: what to serve, from which provider, under which OpenAI model name."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: model
+short_description: Manage a model (source, revision, served name, architecture facts)
+version_added: 0.1.0
+description:
+  - Creates or updates a C(Model) (C(tokenfactory.io/v1alpha1)) that points at weights of a C(Provider) -
+    a Hugging Face repo id, an NGC path, or an object storage URL (checked against the provider's type).
+  - C(spec.servedName) is the OpenAI C(model) field clients send to the gateway.
+  - C(spec.architecture) feeds the capacity check of M(tokenfactory.spark.model_deployment). It is filled in for
+    well-known models (for example C(Qwen/Qwen2-0.5B-Instruct), C(meta-llama/Llama-3.1-8B-Instruct)); pass
+    O(architecture) for others (values from the model's C(config.json)).
+  - Credentials come from the Provider's Secret; nothing secret is stored on the Model.
+author:
+  - Token Factory maintainers (@tokenfactory)
+options:
+  provider:
+    description: Name of the C(Provider) in the same namespace. Required with O(state=present).
+    type: str
+  source:
+    description:
+      - Where the weights are. Required with O(state=present).
+      - C(huggingface) providers take C(org/name), C(ngc) providers C(org/team/name[:tag]), C(s3) providers
+        C(s3://bucket/path).
+    type: str
+  revision:
+    description: Branch, tag or commit of the source.
+    type: str
+  served_name:
+    description: OpenAI model name clients use. Defaults to O(source).
+    type: str
+  architecture:
+    description: Size facts for the capacity check. Defaults to the built-in facts of well-known models.
+    type: dict
+    suboptions:
+      parameters_billions:
+        description: Parameter count in billions, as a decimal string (C("0.494")).
+        type: str
+        required: true
+      num_layers:
+        description: Transformer layers (C(num_hidden_layers)).
+        type: int
+        required: true
+      num_kv_heads:
+        description: Key/value heads (C(num_key_value_heads)).
+        type: int
+        required: true
+      head_dim:
+        description: Dimension of one attention head.
+        type: int
+        required: true
+      max_context_length:
+        description: Longest context the model supports (C(max_position_embeddings)).
+        type: int
+        required: true
+      dtype:
+        description: Storage type of the weights.
+        type: str
+        required: true
+        choices: [float32, bfloat16, float16, fp8, nvfp4, int4]
+extends_documentation_fragment:
+  - tokenfactory.spark.k8s_auth
+  - tokenfactory.spark.k8s_auth.namespace
+  - tokenfactory.spark.k8s_auth.object
+"""
+
+EXAMPLES = r"""
+- name: Qwen2 0.5B Instruct from Hugging Face (architecture filled in)
+  tokenfactory.spark.model:
+    name: qwen2-0-5b
+    namespace: tokenfactory
+    provider: huggingface
+    source: Qwen/Qwen2-0.5B-Instruct
+
+- name: A model the collection does not know
+  tokenfactory.spark.model:
+    name: my-model
+    namespace: tokenfactory
+    provider: huggingface
+    source: my-org/my-model
+    revision: v2
+    served_name: my-model
+    architecture:
+      parameters_billions: "3.2"
+      num_layers: 28
+      num_kv_heads: 8
+      head_dim: 128
+      max_context_length: 131072
+      dtype: bfloat16
+"""
+
+RETURN = r"""
+model:
+  description: The Model object as stored.
+  returned: always
+  type: dict
+served_name:
+  description: The OpenAI model name of this model.
+  returned: when state=present
+  type: str
+  sample: Qwen/Qwen2-0.5B-Instruct
+"""
+
+from decimal import Decimal
+
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_capacity import (
+    KNOWN_ARCHITECTURES,
+    known_architecture,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import MODEL, MODEL_DEPLOYMENT, PROVIDER
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import (
+    ValidationError,
+    decimal_string,
+    dns_subdomain,
+    model_source,
+    positive_range,
+    served_name,
+)
+
+DTYPES = ["float32", "bfloat16", "float16", "fp8", "nvfp4", "int4"]
+ARCHITECTURE_SPEC = {
+    "parameters_billions": {"type": "str", "required": True},
+    "num_layers": {"type": "int", "required": True},
+    "num_kv_heads": {"type": "int", "required": True},
+    "head_dim": {"type": "int", "required": True},
+    "max_context_length": {"type": "int", "required": True},
+    "dtype": {"type": "str", "required": True, "choices": DTYPES},
+}
+
+
+def architecture_spec(given, source):
+    if given is None:
+        facts = known_architecture(source)
+        if facts is None:
+            known = ", ".join(sorted(KNOWN_ARCHITECTURES))
+            raise ValidationError(
+                "architecture",
+                f"no built-in facts for {source!r}; pass architecture (parameters_billions, num_layers, num_kv_heads, "
+                f"head_dim, max_context_length, dtype) from its config.json. Known: {known}",
+            )
+        return facts
+    if Decimal(decimal_string("architecture.parameters_billions", given["parameters_billions"])) <= 0:
+        raise ValidationError("architecture.parameters_billions", "must be greater than 0")
+    positive_range("architecture.num_layers", given["num_layers"], 1, 1024)
+    positive_range("architecture.num_kv_heads", given["num_kv_heads"], 1, 1024)
+    positive_range("architecture.head_dim", given["head_dim"], 1, 4096)
+    positive_range("architecture.max_context_length", given["max_context_length"], 1, 10_000_000)
+    return {
+        "parametersBillions": given["parameters_billions"],
+        "numLayers": given["num_layers"],
+        "numKVHeads": given["num_kv_heads"],
+        "headDim": given["head_dim"],
+        "maxContextLength": given["max_context_length"],
+        "dtype": given["dtype"],
+    }
+
+
+def main():
+    tfm = TokenFactoryModule(
+        {
+            "provider": {"type": "str"},
+            "source": {"type": "str"},
+            "revision": {"type": "str"},
+            "served_name": {"type": "str"},
+            "architecture": {"type": "dict", "options": ARCHITECTURE_SPEC},
+        },
+        required_if=[("state", "present", ["provider", "source"])],
+    )
+
+    def body():
+        params = tfm.params
+        name, namespace = dns_subdomain("name", params["name"]), params["namespace"]
+        tfm.require_crd("models")
+        if params["state"] == "absent":
+            tfm.refuse_if_used("Model", name, MODEL_DEPLOYMENT, "model")
+            tfm.remove(MODEL, name, namespace, wait=params["wait"])
+            return {"model": {}}
+        provider = tfm.reference(PROVIDER, "provider", params["provider"])
+        source = model_source("source", params["source"], provider["spec"]["type"])
+        spec = {
+            "provider": params["provider"],
+            "source": source,
+            "servedName": served_name("served_name", params["served_name"] or source),
+            "architecture": architecture_spec(params["architecture"], source),
+        }
+        if params["revision"]:
+            spec["revision"] = params["revision"]
+        stored = tfm.ensure(tf_object("Model", name, namespace, spec))
+        return {"model": stored, "served_name": spec["servedName"]}
+
+    tfm.run(body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,604 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: tokenfactory.spark contributors
+# Apache License 2.0 (see LICENSE)
+"""Model deployments: a model served by an engine on GPUs of a compute cluster, behind an endpoint."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: model_deployment
+short_description: Deploy a model on GPUs (vLLM, NIM or Dynamo) with rate limits, pricing and tenants
+version_added: 0.1.0
+description:
+  - Creates or updates a C(ModelDeployment) (C(tokenfactory.io/v1alpha1)) and materializes its workload, all owned
+    by it through ownerReferences (deleting it deletes them).
+  - V(vllm) renders a Deployment (C(vllm serve) with C(--served-model-name), C(--max-model-len),
+    C(--gpu-memory-utilization), probes on C(/health), C(nvidia.com/gpu) requests, a memory-backed C(/dev/shm), an
+    C(HF_HOME) weights volume, C(Recreate) strategy because a GPU cannot be shared during a rollout) and a Service,
+    plus an HPA (O(autoscaling)) and a PodDisruptionBudget (O(disruption_budget)). A replica that needs more GPUs than
+    one node has (two DGX Sparks) becomes a StatefulSet of ranks pinned to nodes sharing one
+    C(tokenfactory.io/fabric) label (C(vllm serve --nnodes/--node-rank/--master-addr), workers C(--headless)).
+  - V(nim) renders a C(NIMService) (C(apps.nvidia.com/v1alpha1)) and V(dynamo) a C(DynamoGraphDeployment)
+    (C(nvidia.com/v1alpha1)); their operators must be installed.
+  - Before writing anything it checks the references (Model, its Provider, Endpoint, ComputeCluster), that
+    O(gpu_type) exists in the compute cluster's inventory, and capacity - weights + KV cache for
+    O(capacity_sequences) full-length sequences + 2 GiB runtime overhead per GPU against
+    C(gpu_memory_utilization x GPU memory). On GB10 (DGX Spark) GPU memory is the node's unified memory, so the
+    default utilization is 0.75 and at most 0.85 is accepted (0.90/0.95 on discrete GPUs).
+  - "GPU supply policy: GPUs claimed by all ModelDeployments of the same O(gpu_type) (replicas or autoscaling
+    minimum x O(gpus_per_replica)) may not exceed the allocatable GPUs of that type. With
+    O(on_insufficient_gpus=fail) (default) a second 1-GPU deployment on a 1-GPU Spark fails before anything is
+    created; with V(queue) it is created and stays C(Pending) until a GPU is released."
+  - The module also writes C(status) (phase, served model name, upstream URL, placement, capacity); the Token
+    Factory gateway routes by C(spec.model), C(spec.endpoint), C(spec.tenants), C(spec.rateLimits), C(spec.pricing)
+    and C(status.upstreamURL).
+author:
+  - Token Factory maintainers (@tokenfactory)
+options:
+  model:
+    description: Name of the C(Model) in the same namespace. Required with O(state=present).
+    type: str
+  endpoint:
+    description: Name of the C(Endpoint) in the same namespace; its compute cluster provides the GPUs.
+      Required with O(state=present).
+    type: str
+  engine:
+    description: Inference engine.
+    type: str
+    default: vllm
+    choices: [vllm, nim, dynamo]
+  image:
+    description: Engine image repository. Defaults to C(nvcr.io/nvidia/vllm) (vllm, multi-arch incl. arm64/GB10),
+      C(nvcr.io/nvidia/ai-dynamo/vllm-runtime) (dynamo) or a NIM image (nim; set it for your model).
+    type: str
+  version:
+    description: Engine image tag, for example C(25.11-py3).
+    type: str
+  replicas:
+    description: Number of engine replicas (ignored by the workload when O(autoscaling) is set).
+    type: int
+    default: 1
+  gpus_per_replica:
+    description: GPUs per replica (C(--tensor-parallel-size)). More than one node's GPUs spans paired nodes.
+    type: int
+    default: 1
+  gpu_type:
+    description: GPU product (C(nvidia.com/gpu.product) label) to run on; must be in the compute cluster's inventory,
+      for example C(NVIDIA-GB10). Required with O(state=present).
+    type: str
+  resources:
+    description: CPU/memory requests and limits of each engine pod (GPU requests are derived).
+    type: dict
+    suboptions:
+      requests:
+        description: Requests; defaults C(cpu=2), C(memory=8Gi).
+        type: dict
+        suboptions:
+          cpu:
+            description: CPU quantity, for example C(4) or C(500m).
+            type: str
+          memory:
+            description: Memory quantity, for example C(16Gi).
+            type: str
+      limits:
+        description: Limits (none by default).
+        type: dict
+        suboptions:
+          cpu:
+            description: CPU quantity.
+            type: str
+          memory:
+            description: Memory quantity.
+            type: str
+  weights_volume_size:
+    description: Size limit of the weights/Hugging Face cache volume mounted at C(/models).
+    type: str
+    default: 50Gi
+  context_length:
+    description: C(--max-model-len). Defaults to the model's maximum context length.
+    type: int
+  gpu_memory_utilization:
+    description: C(--gpu-memory-utilization). Default 0.75 on unified memory (GB10), 0.90 on discrete GPUs.
+    type: float
+  kv_cache_dtype:
+    description: KV cache element type (V(fp8) halves the KV cache).
+    type: str
+    default: auto
+    choices: [auto, fp8]
+  prefix_caching:
+    description: Enable vLLM automatic prefix caching.
+    type: bool
+    default: true
+  extra_args:
+    description: Extra engine arguments. Flags the module derives (for example C(--max-model-len)) are rejected.
+    type: list
+    elements: str
+    default: []
+  env:
+    description: Extra environment variables of the engine container (C(HF_TOKEN), C(HF_HOME) and other managed
+      names are rejected).
+    type: dict
+    default: {}
+  autoscaling:
+    description: Horizontal autoscaling on vLLM's waiting-request queue (needs a custom metrics adapter).
+    type: dict
+    suboptions:
+      min_replicas:
+        description: Lower bound.
+        type: int
+        required: true
+      max_replicas:
+        description: Upper bound (>= O(autoscaling.min_replicas)).
+        type: int
+        required: true
+      target_waiting_requests:
+        description: Average waiting requests per pod to scale at.
+        type: int
+  disruption_budget:
+    description: Render a PodDisruptionBudget.
+    type: dict
+    suboptions:
+      min_available:
+        description: Pods that must stay available during voluntary disruptions.
+        type: int
+        required: true
+  tenants:
+    description: Tenants this deployment is shared with (gateway tenants).
+    type: list
+    elements: str
+    default: []
+  rate_limits:
+    description: Limits the gateway enforces, per API key, per tenant and for the whole deployment.
+    type: dict
+    suboptions:
+      per_key:
+        description: Per API key.
+        type: dict
+        suboptions:
+          requests_per_minute:
+            description: Requests per minute.
+            type: int
+          tokens_per_minute:
+            description: Tokens (input + output) per minute.
+            type: int
+      per_tenant:
+        description: Per tenant.
+        type: dict
+        suboptions:
+          requests_per_minute:
+            description: Requests per minute.
+            type: int
+          tokens_per_minute:
+            description: Tokens (input + output) per minute.
+            type: int
+      per_deployment:
+        description: For the deployment as a whole.
+        type: dict
+        suboptions:
+          requests_per_minute:
+            description: Requests per minute.
+            type: int
+          tokens_per_minute:
+            description: Tokens (input + output) per minute.
+            type: int
+  pricing:
+    description: Prices the gateway meters with, as decimal strings.
+    type: dict
+    suboptions:
+      currency:
+        description: ISO 4217 code.
+        type: str
+        default: USD
+      input_per_1m:
+        description: Price per 1M input tokens, for example C("0.15").
+        type: str
+        required: true
+      output_per_1m:
+        description: Price per 1M output tokens, for example C("0.60").
+        type: str
+        required: true
+  upstream_url:
+    description: Route the gateway to this URL instead of the in-cluster Service (engine running elsewhere).
+    type: str
+  capacity_check:
+    description: Check memory fit and GPU supply before deploying.
+    type: bool
+    default: true
+  capacity_sequences:
+    description: Full-context sequences the KV cache must hold at once for the capacity check.
+    type: int
+    default: 1
+  on_insufficient_gpus:
+    description: V(fail) refuses a deployment when not enough GPUs of O(gpu_type) are free; V(queue) creates it and
+      its pods stay Pending (no wait) until GPUs are released.
+    type: str
+    default: fail
+    choices: [fail, queue]
+extends_documentation_fragment:
+  - tokenfactory.spark.k8s_auth
+  - tokenfactory.spark.k8s_auth.namespace
+  - tokenfactory.spark.k8s_auth.object
+notes:
+  - The NIM and Dynamo renderings are tested against stand-in CRDs (the operators cannot be installed in the test
+    lab); the vLLM rendering is tested against a real API server with simulated GB10 nodes.
+"""
+
+EXAMPLES = r"""
+- name: Serve Qwen2 0.5B on one DGX Spark GPU
+  tokenfactory.spark.model_deployment:
+    name: qwen2-0-5b
+    namespace: tokenfactory
+    model: qwen2-0-5b
+    endpoint: public
+    gpu_type: NVIDIA-GB10
+    context_length: 8192
+    tenants: [acme]
+    rate_limits:
+      per_key: {requests_per_minute: 60, tokens_per_minute: 100000}
+      per_tenant: {requests_per_minute: 600}
+    pricing: {currency: USD, input_per_1m: "0.15", output_per_1m: "0.60"}
+  register: deployment
+
+- name: Where did it land?
+  ansible.builtin.debug:
+    msg: "{{ deployment.status.phase }} on {{ deployment.placement.nodes }} at {{ deployment.base_url }}"
+
+- name: A 70B model in FP4 across two paired Sparks
+  tokenfactory.spark.model_deployment:
+    name: llama-70b
+    namespace: tokenfactory
+    model: llama-3-3-70b-fp4
+    endpoint: public
+    gpu_type: NVIDIA-GB10
+    gpus_per_replica: 2
+    context_length: 32768
+    wait_timeout: 3600
+
+- name: Remove it and everything it created
+  tokenfactory.spark.model_deployment:
+    name: qwen2-0-5b
+    namespace: tokenfactory
+    state: absent
+"""
+
+RETURN = r"""
+model_deployment:
+  description: The ModelDeployment object as stored (with status); empty when absent.
+  returned: always
+  type: dict
+status:
+  description: Observed state written to the object's status.
+  returned: when state=present
+  type: dict
+  contains:
+    phase:
+      description: Pending, Progressing, Ready or Failed.
+      type: str
+      sample: Ready
+    message:
+      description: Why it is in this phase (scheduler message, ready counts, queue note).
+      type: str
+    servedModelName:
+      description: OpenAI model name.
+      type: str
+    upstreamURL:
+      description: Where the gateway sends requests.
+      type: str
+      sample: http://qwen2-0-5b.tokenfactory.svc:8000
+  sample:
+    phase: Ready
+    servedModelName: Qwen/Qwen2-0.5B-Instruct
+    upstreamURL: http://qwen2-0-5b.tokenfactory.svc:8000
+base_url:
+  description: OpenAI base URL of the endpoint that serves this deployment.
+  returned: when state=present
+  type: str
+  sample: https://llm.example.com/v1
+served_model_name:
+  description: The C(model) value clients send.
+  returned: when state=present
+  type: str
+  sample: Qwen/Qwen2-0.5B-Instruct
+upstream_url:
+  description: The engine URL the gateway routes to.
+  returned: when state=present
+  type: str
+placement:
+  description: GPU placement (gpuType, gpusPerReplica, gpusPerPod, nodesPerReplica, nodes the pods run on, fabric).
+  returned: when state=present
+  type: dict
+  sample: {gpuType: NVIDIA-GB10, gpusPerReplica: 1, nodesPerReplica: 1, nodes: [spark-1]}
+capacity:
+  description: Capacity estimate in bytes per GPU (weights, KV cache, overhead, required, usable).
+  returned: when state=present
+  type: dict
+children:
+  description: Objects the module rendered, as C(Kind/name).
+  returned: when state=present
+  type: list
+  elements: str
+  sample: [Deployment/qwen2-0-5b, Service/qwen2-0-5b]
+deleted_children:
+  description: Children that were deleted with the ModelDeployment (C(Kind/name)).
+  returned: when state=absent
+  type: list
+  elements: str
+progress:
+  description: Progress messages recorded while waiting.
+  returned: when the module waited
+  type: list
+  elements: str
+"""
+
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_deployment import (
+    deployment_spec,
+    gpu_group,
+    operator_phase,
+    plan_deployment,
+    service_name,
+    workload_phase,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import (
+    COMPUTE_CLUSTER,
+    DEPLOYMENT,
+    DYNAMO_GRAPH,
+    ENDPOINT,
+    HPA,
+    MODEL,
+    MODEL_DEPLOYMENT,
+    NIM_SERVICE,
+    PDB,
+    POD,
+    PROVIDER,
+    SERVICE,
+    STATEFUL_SET,
+    K8sError,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_render import (
+    ranks_service_name,
+    render,
+    upstream_url,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import ValidationError
+
+LIMITS = {"requests_per_minute": {"type": "int"}, "tokens_per_minute": {"type": "int", "no_log": False}}
+QUANTITIES = {"cpu": {"type": "str"}, "memory": {"type": "str"}}
+ARG_SPEC = {
+    "model": {"type": "str"},
+    "endpoint": {"type": "str"},
+    "engine": {"type": "str", "default": "vllm", "choices": ["vllm", "nim", "dynamo"]},
+    "image": {"type": "str"},
+    "version": {"type": "str"},
+    "replicas": {"type": "int", "default": 1},
+    "gpus_per_replica": {"type": "int", "default": 1},
+    "gpu_type": {"type": "str"},
+    "resources": {
+        "type": "dict",
+        "options": {
+            "requests": {"type": "dict", "options": QUANTITIES},
+            "limits": {"type": "dict", "options": QUANTITIES},
+        },
+    },
+    "weights_volume_size": {"type": "str", "default": "50Gi"},
+    "context_length": {"type": "int"},
+    "gpu_memory_utilization": {"type": "float"},
+    "kv_cache_dtype": {"type": "str", "default": "auto", "choices": ["auto", "fp8"]},
+    "prefix_caching": {"type": "bool", "default": True},
+    "extra_args": {"type": "list", "elements": "str", "default": []},
+    "env": {"type": "dict", "default": {}},
+    "autoscaling": {
+        "type": "dict",
+        "options": {
+            "min_replicas": {"type": "int", "required": True},
+            "max_replicas": {"type": "int", "required": True},
+            "target_waiting_requests": {"type": "int"},
+        },
+    },
+    "disruption_budget": {"type": "dict", "options": {"min_available": {"type": "int", "required": True}}},
+    "tenants": {"type": "list", "elements": "str", "default": []},
+    "rate_limits": {
+        "type": "dict",
+        "options": {
+            scope: {"type": "dict", "options": LIMITS, "no_log": False}
+            for scope in ("per_key", "per_tenant", "per_deployment")
+        },
+    },
+    "pricing": {
+        "type": "dict",
+        "options": {
+            "currency": {"type": "str", "default": "USD"},
+            "input_per_1m": {"type": "str", "required": True},
+            "output_per_1m": {"type": "str", "required": True},
+        },
+    },
+    "upstream_url": {"type": "str"},
+    "capacity_check": {"type": "bool", "default": True},
+    "capacity_sequences": {"type": "int", "default": 1},
+    "on_insufficient_gpus": {"type": "str", "default": "fail", "choices": ["fail", "queue"]},
+}
+ENGINE_CRDS = {
+    "nim": ("nimservices", "apps.nvidia.com", "engine nim needs the NVIDIA NIM Operator (NIMService CRD)"),
+    "dynamo": ("dynamographdeployments", "nvidia.com", "engine dynamo needs the NVIDIA Dynamo operator"),
+}
+CHILD_TYPES = (DEPLOYMENT, STATEFUL_SET, SERVICE, HPA, PDB, NIM_SERVICE, DYNAMO_GRAPH)
+
+
+class Deployer:
+    """One run of the module for state=present."""
+
+    def __init__(self, tfm):
+        self.tfm = tfm
+        self.client = tfm.client
+        self.params = tfm.params
+        self.name = self.params["name"]
+        self.namespace = self.params["namespace"]
+
+    def references(self, spec):
+        tfm = self.tfm
+        model = tfm.reference(MODEL, "model", spec["model"])
+        provider = self.client.get(PROVIDER, model["spec"]["provider"], self.namespace)
+        if provider is None:
+            raise ValidationError(
+                "model", f"Model {spec['model']} refers to Provider {model['spec']['provider']!r}, which does not exist"
+            )
+        endpoint = tfm.reference(ENDPOINT, "endpoint", spec["endpoint"])
+        cluster_name = endpoint["spec"]["computeCluster"]
+        cluster = self.client.get(COMPUTE_CLUSTER, cluster_name, self.namespace)
+        if cluster is None or "status" not in cluster:
+            raise ValidationError(
+                "endpoint", f"Endpoint {spec['endpoint']} uses ComputeCluster {cluster_name!r}, which is not registered"
+            )
+        return model, provider, endpoint, cluster
+
+    def other_deployments(self):
+        return [
+            md
+            for md in self.client.list(MODEL_DEPLOYMENT)
+            if (md["metadata"]["namespace"], md["metadata"]["name"]) != (self.namespace, self.name)
+            and not md["metadata"].get("deletionTimestamp")
+        ]
+
+    def stale_children(self, current, desired):
+        """Children this deployment owned before but no longer renders (engine switched, HPA removed...)."""
+        if current is None:
+            return []
+        wanted = {(c["kind"], c["metadata"]["name"]) for c in desired}
+        stale = []
+        for rtype in CHILD_TYPES:
+            for child_name in (self.name, ranks_service_name(self.name)):
+                if (rtype.kind, child_name) in wanted:
+                    continue
+                try:
+                    child = self.client.get(rtype, child_name, self.namespace)
+                except K8sError:
+                    child = None
+                owners = (child or {}).get("metadata", {}).get("ownerReferences", [])
+                if any(o.get("uid") == current["metadata"]["uid"] for o in owners):
+                    stale.append((rtype, child_name))
+        return stale
+
+    def observe(self, md, spec, plan, endpoint, cluster, children):
+        if spec["engine"] == "vllm":
+            workload_type = STATEFUL_SET if plan["nodesPerReplica"] > 1 else DEPLOYMENT
+            workload = self.client.get(workload_type, self.name, self.namespace)
+            pods = self.client.list(POD, self.namespace, f"tokenfactory.io/model-deployment={self.name}")
+            phase, message, nodes = workload_phase(spec, workload, pods, plan)
+            ready = (workload or {}).get("status", {}).get("readyReplicas", 0)
+        else:
+            rtype = NIM_SERVICE if spec["engine"] == "nim" else DYNAMO_GRAPH
+            phase, message = operator_phase(self.client.get(rtype, self.name, self.namespace), spec["engine"].upper())
+            nodes, ready = [], 0
+        if plan["note"] and phase != "Ready":
+            message = plan["note"] if phase != "Pending" else message
+        group = plan["gpuGroup"]
+        fabrics = sorted(
+            {n.get("fabric") for n in cluster["status"]["nodes"] if n["name"] in nodes and n.get("fabric")}
+        )
+        placement = {
+            "gpuType": spec["gpuType"],
+            "gpusPerReplica": spec["gpusPerReplica"],
+            "gpusPerPod": plan["gpusPerPod"],
+            "nodesPerReplica": plan["nodesPerReplica"],
+            "unifiedMemory": group["unifiedMemory"],
+            "nodes": nodes,
+        }
+        if fabrics:
+            placement["fabric"] = fabrics[0]
+        return {
+            "phase": phase,
+            "message": message,
+            "servedModelName": plan["servedName"],
+            "upstreamURL": upstream_url(md),
+            "endpointBaseURL": endpoint.get("status", {}).get("baseURL", ""),
+            "computeCluster": cluster["metadata"]["name"],
+            "contextLength": plan["contextLength"],
+            "gpuMemoryUtilization": plan["gpuMemoryUtilization"],
+            "replicas": spec["autoscaling"]["minReplicas"] if "autoscaling" in spec else spec["replicas"],
+            "readyReplicas": ready,
+            "placement": placement,
+            "capacity": plan["capacity"],
+            "children": [f"{c['kind']}/{c['metadata']['name']}" for c in children],
+            "observedGeneration": md["metadata"].get("generation", 1),
+        }
+
+    def present(self):
+        tfm, params = self.tfm, self.params
+        spec = deployment_spec(params)
+        if spec["engine"] in ENGINE_CRDS:
+            plural, group, purpose = ENGINE_CRDS[spec["engine"]]
+            tfm.require_crd(plural, group, purpose)
+        model, provider, endpoint, cluster = self.references(spec)
+        plan = plan_deployment(
+            spec,
+            model["spec"],
+            cluster,
+            self.other_deployments(),
+            params["on_insufficient_gpus"],
+            params["capacity_check"],
+            params["capacity_sequences"],
+        )
+        plan["gpuGroup"] = gpu_group(spec, cluster)
+        plan["servedName"] = model["spec"]["servedName"]
+        md = tf_object("ModelDeployment", self.name, self.namespace, spec)
+        # Plan everything with server-side dry runs before the first write: nothing half-created.
+        current, planned = tfm.plan(md)
+        children = render(planned, model["spec"], provider, plan["gpuGroup"], plan)
+        child_plans = [tfm.plan(child) for child in children]
+        stale = self.stale_children(current, children)
+        applied = tfm.write(md, current, planned)
+        if applied["metadata"]["uid"] != planned["metadata"]["uid"]:
+            children = render(applied, model["spec"], provider, plan["gpuGroup"], plan)
+        for child, (child_current, child_planned) in zip(children, child_plans, strict=True):
+            tfm.write(child, child_current, child_planned)
+        for rtype, child_name in stale:
+            tfm.remove(rtype, child_name, self.namespace)
+        status = self.observe(applied, spec, plan, endpoint, cluster, children)
+        if params["wait"] and not tfm.check_mode and not plan["note"]:
+            status = self.wait_ready(applied, spec, plan, endpoint, cluster, children)
+        stored = tfm.write_status(applied, status)
+        return {
+            "model_deployment": stored,
+            "status": status,
+            "base_url": status["endpointBaseURL"],
+            "served_model_name": status["servedModelName"],
+            "upstream_url": status["upstreamURL"],
+            "placement": status["placement"],
+            "capacity": status["capacity"],
+            "children": status["children"],
+        }
+
+    def wait_ready(self, applied, spec, plan, endpoint, cluster, children):
+        latest = {}
+
+        def check():
+            latest["status"] = self.observe(applied, spec, plan, endpoint, cluster, children)
+            status = latest["status"]
+            done = status if status["phase"] == "Ready" else None
+            return done, f"{status['phase']}: {status['message']}"
+
+        try:
+            return self.tfm.wait_until(f"ModelDeployment {self.namespace}/{self.name} to be Ready", check)
+        except K8sError:
+            self.tfm.write_status(applied, latest["status"])
+            raise
+
+
+def main():
+    tfm = TokenFactoryModule(ARG_SPEC, required_if=[("state", "present", ["model", "endpoint", "gpu_type"])])
+
+    def body():
+        service_name("name", tfm.params["name"])
+        tfm.require_crd("modeldeployments")
+        if tfm.params["state"] == "absent":
+            removed = tfm.remove(MODEL_DEPLOYMENT, tfm.params["name"], tfm.params["namespace"], wait=tfm.params["wait"])
+            children = (removed or {}).get("status", {}).get("children", [])
+            return {"model_deployment": {}, "deleted_children": children}
+        return Deployer(tfm).present()
+
+    tfm.run(body)
+
+
+if __name__ == "__main__":
+    main()
