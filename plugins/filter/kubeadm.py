@@ -13,7 +13,8 @@ description:
   - Parses the output of C(kubeadm token create --print-join-command) and returns the argv list for
     C(ansible.builtin.command), adding C(--control-plane --certificate-key), C(--node-name) and
     C(--apiserver-advertise-address) when given. The token never appears in errors.
-  - The collection also provides C(kubeadm_init_argv) (argv for C(kubeadm init --config)).
+  - The collection also provides C(kubeadm_init_argv) (argv for C(kubeadm init --config)) and
+    C(kubeadm_pod_subnet) (podSubnet from the kubeadm-config ConfigMap).
 options:
   _input:
     description: Output of C(kubeadm token create --print-join-command).
@@ -50,6 +51,7 @@ _value:
 
 import re
 
+import yaml
 from ansible.errors import AnsibleFilterError
 
 JOIN = re.compile(
@@ -94,9 +96,22 @@ def kubeadm_init_argv(config_path, upload_certs=False, skip_phases=None):
     return argv
 
 
+def kubeadm_pod_subnet(configmaps):
+    """podSubnet from the kubeadm-config ConfigMap (a k8s_info resources list or one ConfigMap)."""
+    items = configmaps if isinstance(configmaps, list) else [configmaps]
+    if not items or not items[0]:
+        raise AnsibleFilterError("kube-system/kubeadm-config not found: is this a kubeadm cluster?")
+    text = (items[0].get("data") or {}).get("ClusterConfiguration", "")
+    subnet = ((yaml.safe_load(text) or {}).get("networking") or {}).get("podSubnet")
+    if not subnet:
+        raise AnsibleFilterError("kubeadm ClusterConfiguration has no networking.podSubnet")
+    return subnet
+
+
 class FilterModule:
     def filters(self):
         return {
             "kubeadm_join_argv": kubeadm_join_argv,
             "kubeadm_init_argv": kubeadm_init_argv,
+            "kubeadm_pod_subnet": kubeadm_pod_subnet,
         }

@@ -14,7 +14,7 @@ description:
   - A C(/31) (RFC 3021) uses both addresses; any other prefix skips the network address
     (and the broadcast address for IPv4 prefixes shorter than C(/31)).
   - The collection also provides C(checked_cidr) (normalise and validate a CIDR, naming the variable in errors),
-    C(cidrs_overlap) and C(connectx_port_netdev) (pick the CX-7 interface of one physical port).
+    C(cidrs_overlap), C(valid_ip) and C(connectx_port_netdev) (pick the CX-7 interface of one physical port).
 options:
   _input:
     description: Link CIDR, for example C(192.168.100.0/30) or C(169.254.100.0/31).
@@ -43,12 +43,24 @@ _value:
   sample: 192.168.100.1/30
 """
 
-import netaddr
 from ansible.errors import AnsibleFilterError
+
+try:
+    import netaddr
+except ImportError:  # reported when a filter is used, not when Ansible loads plugins
+    netaddr = None
+
+
+def _require_netaddr():
+    if netaddr is None:
+        raise AnsibleFilterError(
+            "tokenfactory.spark network filters need the netaddr Python library (requirements.txt)"
+        )
 
 
 def checked_cidr(value, field="CIDR"):
     """Normalised network CIDR; errors name the variable and show the offending value."""
+    _require_netaddr()
     try:
         network = netaddr.IPNetwork(str(value))
     except (netaddr.AddrFormatError, ValueError, TypeError) as exc:
@@ -60,13 +72,20 @@ def checked_cidr(value, field="CIDR"):
     return str(network.cidr)
 
 
+def valid_ip(value):
+    _require_netaddr()
+    return netaddr.valid_ipv4(str(value)) or netaddr.valid_ipv6(str(value))
+
+
 def cidrs_overlap(first, second):
+    _require_netaddr()
     return netaddr.IPNetwork(str(first)) in netaddr.IPNetwork(str(second)) or netaddr.IPNetwork(
         str(second)
     ) in netaddr.IPNetwork(str(first))
 
 
 def link_address(cidr, index, field="link CIDR"):
+    _require_netaddr()
     network = netaddr.IPNetwork(checked_cidr(cidr, field))
     point_to_point = network.size == 2  # /31 or /127
     first = network.first if point_to_point else network.first + 1
@@ -100,6 +119,7 @@ class FilterModule:
         return {
             "checked_cidr": checked_cidr,
             "cidrs_overlap": cidrs_overlap,
+            "valid_ip": valid_ip,
             "link_address": link_address,
             "connectx_port_netdev": connectx_port_netdev,
         }

@@ -72,3 +72,14 @@ def test_containerd_schema_follows_version(output, schema):
 def test_containerd_schema_rejects(output, message):
     with pytest.raises(AnsibleFilterError, match=message):
         containerd_config_version(output)
+
+
+def test_pod_subnet_from_kubeadm_configmap():
+    from ansible_collections.tokenfactory.spark.plugins.filter.kubeadm import kubeadm_pod_subnet
+
+    cm = {"data": {"ClusterConfiguration": "networking:\n  podSubnet: 10.244.0.0/16\n  serviceSubnet: 10.96.0.0/12\n"}}
+    assert kubeadm_pod_subnet([cm]) == "10.244.0.0/16"
+    with pytest.raises(AnsibleFilterError, match="kubeadm-config not found"):
+        kubeadm_pod_subnet([])
+    with pytest.raises(AnsibleFilterError, match=r"no networking\.podSubnet"):
+        kubeadm_pod_subnet({"data": {"ClusterConfiguration": "networking: {}\n"}})
