@@ -7,11 +7,13 @@ State (pid, port, log) lives in $TF_LAB_ROOT/<cluster>/services/<name>.json.
 
 import argparse
 import contextlib
+import http.client
 import hashlib
 import json
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -62,11 +64,16 @@ def alive(pid):
     return True
 
 
+def port_in_use(port):
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 def healthy(url):
     try:
         with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback http
             return response.status == 200
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
+    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError):
         return False
 
 
@@ -78,6 +85,8 @@ def ensure(name, port, args):
         if state["fingerprint"] == fingerprint and alive(state["pid"]) and healthy(health):
             return "running", state
         stop(path)
+    if port_in_use(port):
+        raise SystemExit(f"{name}: port {port} is used by another process; free it or choose another port")
     log = state_dir(args.cluster) / f"{name}.log"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(extra_env)
@@ -114,7 +123,7 @@ def stop(path):
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(state["pid"], sig)
-        for _ in range(40):
+        for _attempt in range(40):
             if not alive(state["pid"]):
                 break
             with contextlib.suppress(ChildProcessError):

@@ -10,6 +10,7 @@ import pytest
 from tests.playbooks.ansible_run import ROOT, ansible_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(3600)]
+FIELDS = ("ok", "changed", "unreachable", "failed")
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
 
 
@@ -29,7 +30,9 @@ def make(target):
 
 
 def recap(output):
-    hosts = {m[0]: tuple(map(int, m[1:])) for m in RECAP.findall(output.split("PLAY RECAP")[-1])}
+    hosts = {
+        m[0]: dict(zip(FIELDS, map(int, m[1:]), strict=True)) for m in RECAP.findall(output.split("PLAY RECAP")[-1])
+    }
     assert hosts, "no play recap in the output"
     return hosts
 
@@ -54,16 +57,22 @@ def test_simulation_boundary_is_printed_first(lab_runs):
 
 def test_cold_run_succeeds_and_changes_things(lab_runs):
     hosts = recap(lab_runs["cold"])
-    assert all(failed == 0 and unreachable == 0 for _, _, unreachable, failed in hosts.values()), hosts
-    assert sum(changed for _, changed, _, _ in hosts.values()) > 0
+    assert all(h["failed"] == 0 and h["unreachable"] == 0 for h in hosts.values()), hosts
+    assert sum(h["changed"] for h in hosts.values()) > 0
 
 
 def test_warm_run_changes_nothing_and_is_faster(lab_runs):
     hosts = recap(lab_runs["warm"])
-    assert all(changed == 0 and failed == 0 for _, changed, _, failed in hosts.values()), hosts
+    assert all(h["changed"] == 0 and h["failed"] == 0 for h in hosts.values()), hosts
     print(f"lab cold {lab_runs['cold_s']:.0f} s, warm {lab_runs['warm_s']:.0f} s")
     assert lab_runs["warm_s"] < lab_runs["cold_s"]
 
 
 def test_simulated_gpu_nodes_were_verified(lab_runs):
     assert re.search(r"spark-\d+: 1 x NVIDIA-GB10", lab_runs["cold"])
+
+
+def test_dashboard_queries_answered_by_the_real_engine(lab_runs):
+    for run in ("cold", "warm"):
+        match = re.search(r"Dashboard: (\d+) queries answered with live data", lab_runs[run])
+        assert match and int(match.group(1)) >= 24, run
