@@ -26,7 +26,7 @@ def run(args, cwd, env_extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env["PATH"] = f"{BIN}:{env['PATH']}"
     env.update(env_extra or {})
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, f"{args} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 

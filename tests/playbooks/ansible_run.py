@@ -21,7 +21,9 @@ def ansible_env(extra=None):
 def run_playbook(playbook, *args, extra_env=None, check=True, timeout=600, cwd=ROOT):
     """Run ansible-playbook; return the CompletedProcess (asserting success unless check=False)."""
     cmd = [str(BIN / "ansible-playbook"), str(playbook), *map(str, args)]
-    proc = subprocess.run(cmd, cwd=cwd, env=ansible_env(extra_env), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=ansible_env(extra_env), capture_output=True, text=True, timeout=timeout, check=False
+    )
     if check:
         assert proc.returncode == 0, (
             f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"

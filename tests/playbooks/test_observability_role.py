@@ -31,7 +31,7 @@ def exprs(dashboard):
 
 
 def test_dashboard_structure(rendered):
-    dashboard, _ = rendered
+    dashboard = rendered[0]
     assert dashboard["uid"] == "tokenfactory-serving" and dashboard["schemaVersion"] >= 36
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
@@ -55,21 +55,21 @@ def test_dashboard_structure(rendered):
     ],
 )
 def test_latency_percentiles_per_deployment(rendered, metric):
-    dashboard, _ = rendered
+    dashboard = rendered[0]
     got = {e.split(",")[0].removeprefix("histogram_quantile(") for e in exprs(dashboard) if metric in e}
     assert got == set(QUANTILES)
     assert all("by (le, deployment)" in e for e in exprs(dashboard) if metric in e)
 
 
 def test_throughput_and_kv_cache_avg_peak(rendered):
-    dashboard, _ = rendered
+    dashboard = rendered[0]
     joined = "\n".join(exprs(dashboard))
     assert "rate(vllm:generation_tokens_total" in joined and "rate(vllm:prompt_tokens_total" in joined
     assert "avg_over_time(vllm:kv_cache_usage_perc" in joined and "max_over_time(vllm:kv_cache_usage_perc" in joined
 
 
 def test_every_query_parses_with_promtool(rendered, tmp_path):
-    dashboard, _ = rendered
+    dashboard = rendered[0]
     rules = []
     for i, expr in enumerate(exprs(dashboard)):
         for var, value in GRAFANA_VARS.items():
@@ -93,7 +93,7 @@ def test_promtool_catches_a_broken_query(tmp_path):
 def test_scrape_config_is_valid(rendered, tmp_path):
     """Debian's promtool is built without Kubernetes service discovery, so each kubernetes_sd_configs block is
     swapped for an empty static one; everything else (relabel regexes, actions, static targets) is checked as is."""
-    _, config_text = rendered
+    config_text = rendered[1]
     config = yaml.safe_load(config_text)
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     assert {"tokenfactory-engines", "tokenfactory-gateway", "tokenfactory-engine-qwen2-0-5b"} <= set(jobs)

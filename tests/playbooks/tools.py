@@ -15,5 +15,10 @@ def prometheus_bin_dir():
 
 def promtool(*args, cwd=None):
     return subprocess.run(
-        [str(prometheus_bin_dir() / "promtool"), *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=120
+        [str(prometheus_bin_dir() / "promtool"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
     )

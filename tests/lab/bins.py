@@ -1,0 +1,34 @@
+"""Where the lab binaries live, and building them on demand (scripts/build-k8s-lab-bins is idempotent)."""
+
+import os
+import pathlib
+import subprocess
+
+KUBE_VERSION = "v1.36.3"
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-k8s-lab-bins"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwokctl")
+
+
+def tf_cache() -> pathlib.Path:
+    if os.environ.get("TF_CACHE"):
+        return pathlib.Path(os.environ["TF_CACHE"])
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
+    return pathlib.Path(xdg) / "tokenfactory"
+
+
+def bin_dir() -> pathlib.Path:
+    return tf_cache() / f"k8s-{KUBE_VERSION}" / "bin"
+
+
+def kwok_stage_dir() -> pathlib.Path:
+    """kwok's upstream Stage definitions (node and pod lifecycle), installed by the build script."""
+    return tf_cache() / f"k8s-{KUBE_VERSION}" / "kwok-stages"
+
+
+def ensure_bins() -> pathlib.Path:
+    """Return the binary directory, running the (cached, seconds when warm) build when anything is missing."""
+    directory = bin_dir()
+    if not all(os.access(directory / name, os.X_OK) for name in BINARIES) or not any(kwok_stage_dir().glob("*.yaml")):
+        subprocess.run([str(BUILD_SCRIPT)], check=True)
+    return directory

@@ -1,0 +1,90 @@
+"""Start, inspect and stop lab components, each in its own process group."""
+
+import contextlib
+import ctypes
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _new_group_dying_with_parent():
+    os.setsid()
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def spawn(argv: list[str], log_path: pathlib.Path, *, tie_to_parent: bool) -> int:
+    """Start argv in a new session (own process group) with output to log_path; return its pid.
+
+    tie_to_parent: the kernel kills it when this process dies (even by SIGKILL), so tests never leak it.
+    """
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            close_fds=True,
+            start_new_session=not tie_to_parent,
+            preexec_fn=_new_group_dying_with_parent if tie_to_parent else None,
+        )
+    _CHILDREN[proc.pid] = proc
+    return proc.pid
+
+
+# Popen objects of children started here, so they are reaped (no zombies) once stopped.
+_CHILDREN: dict[int, subprocess.Popen] = {}
+
+
+def alive(pid: int, exe: str) -> bool:
+    """True when pid runs exe (guards against a recycled pid) and is not a zombie."""
+    child = _CHILDREN.get(pid)
+    if child is not None and child.poll() is not None:
+        return False
+    try:
+        cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return cmdline.decode() == exe and state != "Z"
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def stop_all(procs: dict[int, str], timeout: float = 10.0) -> None:
+    """SIGTERM every live process group, wait up to timeout, then SIGKILL what remains."""
+    live = {pid: exe for pid, exe in procs.items() if alive(pid, exe)}
+    for pid in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while live and time.monotonic() < deadline:
+        live = {pid: exe for pid, exe in live.items() if alive(pid, exe)}
+        time.sleep(0.05)
+    for pid in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    for pid in procs:
+        child = _CHILDREN.pop(pid, None)
+        if child is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)
