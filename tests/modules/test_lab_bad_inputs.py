@@ -39,7 +39,8 @@ CASES = [
     (
         "model_deployment",
         {**MD, "gpu_memory_utilization": 0.95},
-        "gpu_memory_utilization: 0.95 is not allowed on NVIDIA-GB10 (unified memory is shared with the OS and kubelet); allowed 0.05..0.85",
+        "gpu_memory_utilization: 0.95 is not allowed on NVIDIA-GB10 "
+        "(unified memory is shared with the OS and kubelet); allowed 0.05..0.85",
     ),
     (
         "model_deployment",
@@ -71,7 +72,8 @@ CASES = [
     (
         "model_deployment",
         {**MD, "gpus_per_replica": 2},
-        "gpus_per_replica: 2 GPUs span 2 NVIDIA-GB10 nodes (1 GPU(s) each): needs 2 nodes sharing a tokenfactory.io/fabric label (found none)",
+        "gpus_per_replica: 2 GPUs span 2 NVIDIA-GB10 nodes (1 GPU(s) each): "
+        "needs 2 nodes sharing a tokenfactory.io/fabric label (found none)",
     ),
     (
         "model_deployment",
@@ -108,12 +110,14 @@ CASES = [
     (
         "model_deployment",
         {**MD, "engine": "nim"},
-        "crds: CustomResourceDefinition nimservices.apps.nvidia.com is not installed; engine nim needs the NVIDIA NIM Operator",
+        "crds: CustomResourceDefinition nimservices.apps.nvidia.com is not installed; "
+        "engine nim needs the NVIDIA NIM Operator",
     ),
     (
         "model",
         {**MODEL, "source": "s3://bucket/x"},
-        "source: 's3://bucket/x' is not a Hugging Face repo id like Qwen/Qwen2-0.5B-Instruct (provider type huggingface)",
+        "source: 's3://bucket/x' is not a Hugging Face repo id like Qwen/Qwen2-0.5B-Instruct "
+        "(provider type huggingface)",
     ),
     (
         "model",
