@@ -50,5 +50,5 @@ def install_standins(kube):
             c["type"] == "Established" and c["status"] == "True" for c in crd.get("status", {}).get("conditions", [])
         )
 
-    for group, _, plural in STANDINS:
+    for group, _kind, plural in STANDINS:
         kube.wait_for(f"{plural}.{group}", lambda n=f"{plural}.{group}": (established(n), "not established"), 30)

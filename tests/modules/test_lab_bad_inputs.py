@@ -9,7 +9,7 @@ from tests.modules.lab_helpers import self_signed, snapshot
 pytestmark = pytest.mark.lab
 
 CERT, KEY = self_signed("llm.example.com")
-OTHER_CERT, _ = self_signed("llm.example.com")
+OTHER_CERT = self_signed("llm.example.com")[0]
 MD = {"name": "qwen", "model": "qwen", "endpoint": "public", "gpu_type": "NVIDIA-GB10", "context_length": 4096}
 EP = {"name": "edge", "hostname": "edge.example.com", "compute_cluster": "spark"}
 MODEL = {"name": "other", "provider": "hf", "source": "Qwen/Qwen2-0.5B-Instruct"}
@@ -215,10 +215,10 @@ def bad_input_namespace(tf_lab):
 
 
 def test_there_are_at_least_25_distinct_cases():
-    assert len({message for _, _, message in CASES}) == len(CASES) >= 25
+    assert len({case[2] for case in CASES}) == len(CASES) >= 25
 
 
-@pytest.mark.parametrize(("module", "args", "message"), CASES, ids=[f"{m}-{i}" for i, (m, _, _) in enumerate(CASES)])
+@pytest.mark.parametrize(("module", "args", "message"), CASES, ids=[f"{case[0]}-{i}" for i, case in enumerate(CASES)])
 def test_bad_input_fails_clearly_and_changes_nothing(tf_lab, bad_input_namespace, module, args, message):
     namespace = bad_input_namespace
     before = snapshot(tf_lab.kube, namespace)
