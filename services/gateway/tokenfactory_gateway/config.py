@@ -1,0 +1,100 @@
+"""Gateway settings: a YAML file, overridden by TF_GATEWAY_* environment variables.
+
+Secrets (admin token, key pepper, database URL) may also come from `<name>_file` settings so they
+never appear in process arguments or the config file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+import yaml
+
+ENV_PREFIX = "TF_GATEWAY_"
+SECRETS = ("admin_token", "key_pepper", "database_url")
+
+
+@dataclasses.dataclass
+class Config:
+    host: str = "0.0.0.0"  # noqa: S104 - a service listens on all interfaces inside its pod
+    port: int = 8080
+    listen: str = ""  # "HOST:PORT", overrides host and port when set
+    database_url: str = ""
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_key_prefix: str = "tf:"
+    admin_token: str = ""
+    key_pepper: str = ""
+    # Routing source: "static" (routing_file with Token Factory objects) or "kubernetes".
+    routing_source: str = "static"
+    routing_file: str = ""
+    routing_namespace: str = ""  # empty: all namespaces
+    routing_endpoint: str = ""  # only deployments of this Endpoint; empty: all
+    routing_refresh_seconds: float = 5.0
+    kubeconfig: str = ""  # empty: in-cluster service account, then ~/.kube/config
+    max_body_bytes: int = 4 * 1024 * 1024
+    upstream_connect_timeout: float = 5.0
+    upstream_read_timeout: float = 600.0  # longest silence allowed between two upstream reads
+    drain_timeout: float = 120.0  # after a client disconnect, keep reading upstream this long for usage
+    auth_cache_seconds: float = 30.0
+    metering_batch_size: int = 1000
+    spool_dir: str = "/var/lib/tokenfactory-gateway/spool"
+    access_log: bool = True
+    log_level: str = "INFO"
+
+
+def _coerce(field: dataclasses.Field, raw):
+    kind = field.type
+    if kind == "bool" and isinstance(raw, str):
+        return raw.strip().lower() in {"1", "true", "yes", "on"}
+    return {"int": int, "float": float, "bool": bool, "str": str}[kind](raw)
+
+
+def load(path: str | None = None, environ=None) -> Config:
+    """Build the Config from an optional YAML file and the environment; fail naming the bad field."""
+    environ = os.environ if environ is None else environ
+    values: dict = {}
+    if path:
+        values.update(yaml.safe_load(pathlib.Path(path).read_text()) or {})
+    fields = {f.name: f for f in dataclasses.fields(Config)}
+    for name in fields:
+        if ENV_PREFIX + name.upper() in environ:
+            values[name] = environ[ENV_PREFIX + name.upper()]
+    for name in SECRETS:
+        file_key = f"{name}_file"
+        env_file = environ.get(ENV_PREFIX + file_key.upper())
+        source = env_file or values.pop(file_key, None)
+        if source and not values.get(name):
+            values[name] = pathlib.Path(source).read_text().strip()
+        values.pop(file_key, None)
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown gateway setting(s) {unknown}; allowed: {sorted(fields)}")
+    cfg = Config()
+    for name, raw in values.items():
+        try:
+            setattr(cfg, name, _coerce(fields[name], raw))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"gateway setting {name!r}: cannot use {raw!r} as {fields[name].type}") from exc
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: Config) -> None:
+    if cfg.listen:
+        host, port = cfg.listen.rsplit(":", 1) if ":" in cfg.listen else ("", "")
+        if not host or not port.isdigit():
+            raise ValueError(f"listen must look like HOST:PORT, got {cfg.listen!r}")
+        cfg.host, cfg.port = host.strip("[]"), int(port)
+    if cfg.routing_source not in {"static", "kubernetes"}:
+        raise ValueError(f"routing_source must be one of ['kubernetes', 'static'], got {cfg.routing_source!r}")
+    if cfg.routing_source == "static" and not cfg.routing_file:
+        raise ValueError("routing_file is required when routing_source is 'static'")
+    for name in ("database_url", "admin_token", "key_pepper"):
+        if not getattr(cfg, name):
+            raise ValueError(f"{name} is required (setting, {ENV_PREFIX}{name.upper()} or {name}_file)")
+    if len(cfg.key_pepper) < 16:
+        raise ValueError("key_pepper must be at least 16 characters")
+    if len(cfg.admin_token) < 16:
+        raise ValueError("admin_token must be at least 16 characters")

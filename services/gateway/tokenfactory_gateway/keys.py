@@ -1,0 +1,112 @@
+"""API keys: random, shown once, stored as HMAC-SHA256(pepper, key), checked in constant time.
+
+Validated keys are cached per replica. Every request asks Redis for the auth epoch in the same round
+trip as its rate-limit check (see ratelimit.py); admin changes that take rights away (revoke, delete,
+unshare, limit change) bump the epoch, and a replica that sees a new epoch drops its whole cache
+before answering. Revocation is therefore effective for the next request on every replica.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import secrets
+import time
+import uuid
+
+KEY_PREFIX = "tfk-"
+NEGATIVE_CACHE_SECONDS = 2.0
+CACHE_MAX_ENTRIES = 100_000
+
+
+def generate_key() -> tuple[str, str]:
+    """Return (key, display prefix). 256 random bits; the prefix identifies the key in listings."""
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    return key, key[: len(KEY_PREFIX) + 6]
+
+
+def hash_key(pepper: bytes, key: str) -> bytes:
+    return hmac.new(pepper, key.encode(), hashlib.sha256).digest()
+
+
+def bearer_token(header: str | None) -> str | None:
+    if not header or header[:7].lower() != "bearer ":
+        return None
+    return header[7:].strip() or None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeyInfo:
+    key_id: uuid.UUID
+    tenant: str
+    key_name: str
+    key_rpm: int
+    key_tpm: int
+    tenant_rpm: int
+    tenant_tpm: int
+    granted_models: frozenset
+    expires_at: float | None  # epoch seconds
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+
+LOOKUP_SQL = """
+SELECT k.id, k.hash, k.tenant, k.name, k.requests_per_minute AS key_rpm, k.tokens_per_minute AS key_tpm,
+       k.expires_at, t.requests_per_minute AS tenant_rpm, t.tokens_per_minute AS tenant_tpm,
+       coalesce(array(SELECT model FROM tenant_models m WHERE m.tenant = t.name), '{}') AS models
+FROM api_keys k JOIN tenants t ON t.name = k.tenant
+WHERE k.hash = $1 AND k.revoked_at IS NULL AND t.deleted_at IS NULL
+"""
+
+
+class KeyCache:
+    """hash -> KeyInfo (or None for unknown keys, briefly), flushed whenever the auth epoch moves."""
+
+    def __init__(self, pool, pepper: bytes, ttl: float):
+        self.pool, self.pepper, self.ttl = pool, pepper, ttl
+        self.epoch: int | None = None
+        self._entries: dict[bytes, tuple[KeyInfo | None, float]] = {}
+
+    def observe_epoch(self, epoch: int) -> bool:
+        """Record the epoch seen in Redis; True when it moved (cache flushed)."""
+        if epoch == self.epoch:
+            return False
+        self._entries.clear()
+        self.epoch = epoch
+        return True
+
+    async def lookup(self, key: str) -> KeyInfo | None:
+        digest = hash_key(self.pepper, key)
+        now = time.monotonic()
+        hit = self._entries.get(digest)
+        if hit is not None and hit[1] > now:
+            info = hit[0]
+        else:
+            info = await self._load(digest)
+            if len(self._entries) >= CACHE_MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[digest] = (info, now + (self.ttl if info else NEGATIVE_CACHE_SECONDS))
+        if info is None or info.expired(time.time()):
+            return None
+        return info
+
+    def forget(self, key: str) -> None:
+        self._entries.pop(hash_key(self.pepper, key), None)
+
+    async def _load(self, digest: bytes) -> KeyInfo | None:
+        row = await self.pool.fetchrow(LOOKUP_SQL, digest)
+        if row is None or not hmac.compare_digest(bytes(row["hash"]), digest):
+            return None
+        return KeyInfo(
+            key_id=row["id"],
+            tenant=row["tenant"],
+            key_name=row["name"],
+            key_rpm=row["key_rpm"],
+            key_tpm=row["key_tpm"],
+            tenant_rpm=row["tenant_rpm"],
+            tenant_tpm=row["tenant_tpm"],
+            granted_models=frozenset(row["models"]),
+            expires_at=row["expires_at"].timestamp() if row["expires_at"] else None,
+        )

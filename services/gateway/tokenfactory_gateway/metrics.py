@@ -1,0 +1,58 @@
+"""Prometheus metrics of the gateway (labels: model and tenant names, never keys)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+
+disable_created_metrics()  # halves the exposition size; nothing here needs *_created
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+class Metrics:
+    def __init__(self):
+        self.registry = r = CollectorRegistry()
+        labels = ("model", "tenant")
+        self.requests = Counter(
+            "tf_gateway_requests", "Proxied requests by HTTP status", (*labels, "status"), registry=r
+        )
+        self.errors = Counter(
+            "tf_gateway_errors", "Failed requests by error code", ("model", "tenant", "code"), registry=r
+        )
+        self.rate_limited = Counter("tf_gateway_rate_limited", "Requests answered 429", (*labels, "scope"), registry=r)
+        self.tokens = Counter("tf_gateway_tokens", "Tokens metered", (*labels, "kind"), registry=r)
+        self.cost = Counter(
+            "tf_gateway_cost", "Cost metered, in the deployment currency", (*labels, "currency"), registry=r
+        )
+        self.latency = Histogram(
+            "tf_gateway_request_duration_seconds", "Request latency", labels, buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.ttft = Histogram(
+            "tf_gateway_time_to_first_token_seconds",
+            "Time to first streamed token",
+            labels,
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "tf_gateway_inter_token_latency_seconds",
+            "Gap between streamed chunks",
+            labels,
+            buckets=ITL_BUCKETS,
+            registry=r,
+        )
+        self.in_flight = Gauge("tf_gateway_in_flight_requests", "Requests being proxied", registry=r)
+        self.client_disconnects = Counter(
+            "tf_gateway_client_disconnects", "Streams the client left", labels, registry=r
+        )
+        self.deployments = Gauge("tf_gateway_deployments", "Deployments in the routing table", registry=r)
+        self.routing_errors = Counter("tf_gateway_routing_refresh_errors", "Failed routing refreshes", registry=r)
+        self.meter_pending = Gauge(
+            "tf_gateway_metering_pending_records", "Usage records not yet in PostgreSQL", registry=r
+        )
+        self.meter_spooled = Counter("tf_gateway_metering_spooled_records", "Usage records spooled to disk", registry=r)
+        self.meter_written = Counter("tf_gateway_metering_written_records", "Usage records written", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

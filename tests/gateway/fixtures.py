@@ -1,0 +1,39 @@
+"""Gateway fixtures: real PostgreSQL and Redis (Debian binaries) and gateway processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from .gateway import Gateway
+from .services import PostgresServer, RedisServer
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def gateway_factory(postgres_server, redis_server):
+    """gateway_factory(objects, replicas=1, **settings) -> Gateway with fresh database and Redis prefix."""
+    started = []
+
+    def make(objects, replicas=1, **settings) -> Gateway:
+        gateway = Gateway(postgres_server, redis_server, objects, **settings)
+        started.append(gateway)
+        for _replica in range(replicas):
+            gateway.add_replica()
+        return gateway
+
+    yield make
+    for gateway in started:
+        gateway.stop()

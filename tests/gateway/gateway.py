@@ -1,0 +1,153 @@
+"""Start the gateway as real processes (one per replica) and talk to its admin API."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+
+import yaml
+
+from .services import free_port, wait_for
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SERVICE_DIR = ROOT / "services" / "gateway"
+
+
+def deployment_objects(name, model, upstream, tenants=("*",), rate_limits=None, pricing=None, namespace="tf"):
+    """A Model + ModelDeployment pair as the Token Factory CRDs (group tokenfactory.io) shape them."""
+    return [
+        {"apiVersion": "tokenfactory.io/v1alpha1", "kind": "Model",
+         "metadata": {"name": name, "namespace": namespace}, "spec": {"servedName": model}},
+        {"apiVersion": "tokenfactory.io/v1alpha1", "kind": "ModelDeployment",
+         "metadata": {"name": name, "namespace": namespace},
+         "spec": {"model": name, "endpoint": "main", "tenants": list(tenants), "rateLimits": rate_limits or {},
+                  "pricing": pricing or {"currency": "USD", "inputPer1M": "0.15", "outputPer1M": "0.60"}},
+         "status": {"phase": "Ready", "servedModelName": model, "upstreamURL": upstream}},
+    ]  # fmt: skip
+
+
+class Gateway:
+    """A set of gateway replicas sharing one config, database and Redis prefix."""
+
+    def __init__(self, postgres, redis, objects, **settings):
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="tf-gw-"))
+        self.routing_file = self.dir / "routing.yaml"
+        self.set_routing(objects)
+        self.admin_token = "adm-" + secrets.token_urlsafe(24)
+        self.pepper = secrets.token_urlsafe(32)
+        self.database = postgres.create_database()
+        self.postgres = postgres
+        self.settings = {
+            "host": "127.0.0.1",
+            "redis_url": redis.url,
+            "redis_key_prefix": f"tf:{self.database}:",
+            "routing_source": "static",
+            "routing_file": str(self.routing_file),
+            "routing_refresh_seconds": 0.2,
+            "spool_dir": str(self.dir / "spool"),
+            **settings,
+        }
+        self.replicas: list[Replica] = []
+
+    def set_routing(self, objects) -> None:
+        tmp = self.routing_file.with_suffix(".tmp")
+        tmp.write_text(yaml.safe_dump_all(objects))
+        tmp.replace(self.routing_file)
+
+    def env(self) -> dict:
+        return {
+            **os.environ,
+            "PYTHONPATH": str(SERVICE_DIR),
+            "TF_GATEWAY_ADMIN_TOKEN": self.admin_token,
+            "TF_GATEWAY_KEY_PEPPER": self.pepper,
+            "TF_GATEWAY_DATABASE_URL": self.postgres.dsn(self.database),
+        }
+
+    def add_replica(self) -> Replica:
+        index = len(self.replicas)
+        config = self.dir / f"replica{index}.yaml"
+        config.write_text(yaml.safe_dump({**self.settings, "port": free_port()}))
+        replica = Replica(self, config, self.dir / f"replica{index}.log").start()
+        self.replicas.append(replica)
+        return replica
+
+    @property
+    def url(self) -> str:
+        return self.replicas[0].url
+
+    def admin(self, method, path, body=None, token=None, replica=0):
+        return self.replicas[replica].request(method, "/admin/v1" + path, body, token or self.admin_token)
+
+    def create_key(self, tenant, name="k1", models=None, limits=None, key_limits=None) -> str:
+        body = {"models": list(models or [])}
+        if limits:
+            body["limits"] = limits
+        status = self.admin("PUT", f"/tenants/{tenant}", body)[0]
+        assert status == 200, status
+        status, answer = self.admin("PUT", f"/tenants/{tenant}/keys/{name}", {"limits": key_limits or {}})
+        assert status == 201, answer
+        return answer["key"]
+
+    def sql(self, query: str) -> str:
+        """Run SQL against this gateway's database (psql -At output)."""
+        return self.postgres.psql(self.database, query)
+
+    def logs(self) -> str:
+        return "".join(r.log_path.read_text(errors="replace") for r in self.replicas if r.log_path.exists())
+
+    def stop(self) -> None:
+        for replica in self.replicas:
+            replica.stop()
+
+
+class Replica:
+    def __init__(self, gateway: Gateway, config: pathlib.Path, log_path: pathlib.Path):
+        self.gateway, self.config, self.log_path = gateway, config, log_path
+        self.port = yaml.safe_load(config.read_text())["port"]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = None
+
+    def start(self, timeout: float = 60) -> Replica:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tokenfactory_gateway", "--config", str(self.config)],
+            env=self.gateway.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(self._ready, timeout, f"gateway on port {self.port} (log {self.log_path})")
+        return self
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"gateway exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+        return self.request("GET", "/ready")[0] == 200
+
+    def request(self, method, path, body=None, token=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read() or b"null")
+        except (urllib.error.URLError, ConnectionError):
+            return 0, None
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 60) -> int | None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout)
+        return self.proc.returncode if self.proc else None

@@ -1,0 +1,126 @@
+"""Real PostgreSQL 15 and Redis processes from the Debian packages, on loopback, in temporary dirs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+PG_BIN = pathlib.Path("/usr/lib/postgresql/15/bin")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+            if result:
+                return result
+        except Exception:  # noqa: S110 - not up yet
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} did not come up within {timeout} s")
+        time.sleep(0.05)
+
+
+def _as_postgres() -> dict:
+    # PostgreSQL refuses to run as root; the Debian package provides the `postgres` account.
+    return {"user": "postgres", "group": "postgres", "extra_groups": []} if os.geteuid() == 0 else {}
+
+
+class PostgresServer:
+    def __init__(self):
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="tf-pg-"))
+        self.port = free_port()
+        self.proc = None
+        self._databases = 0
+
+    def start(self):
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+        data = self.dir / "data"
+        if not data.exists():
+            subprocess.run(
+                [PG_BIN / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"],
+                check=True,
+                capture_output=True,
+                **_as_postgres(),
+            )
+        log = open(self.dir / "postgres.log", "wb")  # noqa: SIM115 - lives as long as the server
+        self.proc = subprocess.Popen(
+            [PG_BIN / "postgres", "-D", data, "-p", str(self.port), "-k", self.dir, "-c", "listen_addresses=127.0.0.1"],
+            stdout=log,
+            **_as_postgres(),
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(lambda: self.psql("postgres", "SELECT 1") == "1", 30, "postgres")
+        return self
+
+    def psql(self, database: str, sql: str) -> str:
+        out = subprocess.run(
+            [PG_BIN / "psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", database, "-Atqc", sql],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout.strip()
+
+    def create_database(self) -> str:
+        self._databases += 1
+        name = f"gw{self._databases}"
+        self.psql("postgres", f"CREATE DATABASE {name}")
+        return name
+
+    def dsn(self, database: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def halt(self):
+        """Stop the server but keep its data (start() brings it back)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # "fast" shutdown: does not wait for clients to leave
+            self.proc.wait(30)
+
+    def stop(self):
+        self.halt()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisServer:
+    def __init__(self):
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="tf-redis-"))
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")],
+        )  # fmt: skip
+        wait_for(lambda: self.cli("PING") == "PONG", 15, "redis")
+        return self
+
+    def cli(self, *args) -> str:
+        out = subprocess.run(
+            ["redis-cli", "-p", str(self.port), *args], check=True, capture_output=True, text=True, timeout=10
+        )
+        return out.stdout.strip()
+
+    def stop(self):
+        if self.proc:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.terminate()
+            self.proc.wait(15)
+        shutil.rmtree(self.dir, ignore_errors=True)

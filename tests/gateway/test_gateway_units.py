@@ -1,0 +1,114 @@
+"""Pure logic of the gateway (no processes): SSE filtering, prices, routing objects, settings."""
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from tokenfactory_gateway import config
+from tokenfactory_gateway.keys import bearer_token, generate_key, hash_key
+from tokenfactory_gateway.routing import Price, RoutingTable, deployments_from_objects
+from tokenfactory_gateway.sse import SseFilter
+
+from .gateway import deployment_objects
+
+
+def event(obj) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+ROLE = event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+TOKEN = event({"choices": [{"index": 0, "delta": {"content": " a"}}]})
+USAGE = event({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}})
+DONE = b"data: [DONE]\n\n"
+
+
+@pytest.mark.parametrize("strip", [True, False])
+def test_sse_filter_finds_usage_and_strips_only_when_asked(strip):
+    stream = ROLE + TOKEN + TOKEN + USAGE + DONE
+    sse = SseFilter(strip_usage=strip)
+    # feed in awkward 7-byte pieces: events split across reads must come out whole
+    out = b"".join(sse.feed(stream[i : i + 7]) for i in range(0, len(stream), 7)) + sse.finish()
+    assert out == (ROLE + TOKEN + TOKEN + DONE if strip else stream)
+    assert sse.usage == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+    assert sse.content_events == 2, "the role preamble is not a token"
+
+
+def test_sse_filter_removes_usage_from_a_chunk_that_also_has_choices():
+    both = event({"choices": [{"index": 0, "delta": {"content": "x"}}], "usage": {"prompt_tokens": 1}})
+    sse = SseFilter(strip_usage=True)
+    out = sse.feed(both)
+    assert json.loads(out[len("data: ") :]) == {"choices": [{"index": 0, "delta": {"content": "x"}}]}
+    assert sse.usage == {"prompt_tokens": 1}
+
+
+def test_sse_filter_records_an_error_event_and_keeps_it():
+    err = event({"error": {"message": "boom", "type": "InternalServerError", "code": 500}})
+    sse = SseFilter(strip_usage=True)
+    assert sse.feed(TOKEN + err + DONE) == TOKEN + err + DONE
+    assert sse.error == "boom"
+
+
+def test_price_is_exact_decimal_per_million():
+    price = Price.from_spec({"currency": "EUR", "inputPer1M": "0.15", "outputPer1M": "0.60"}, "x")
+    assert price.cost(1_000_001, 3) == Decimal("0.15000015") + Decimal("0.0000018")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"pricing": {"inputPer1M": "cheap"}}, "spec.pricing.inputPer1M must be a decimal"),
+        ({"pricing": {"outputPer1M": "-1"}}, "spec.pricing.outputPer1M must be a non-negative"),
+        ({"rateLimits": {"perKey": {"requestsPerMinute": "10"}}}, "spec.rateLimits.perKey.requestsPerMinute"),
+    ],
+)
+def test_bad_deployment_fields_are_named(spec, message):
+    objects = deployment_objects("d", "m", "http://u:8000")
+    objects[1]["spec"].update(spec)
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        deployments_from_objects(objects)
+
+
+def test_routing_uses_status_model_name_endpoint_filter_and_skips_unready():
+    objects = deployment_objects("a", "model-a", "http://a:8000/v1/", tenants=["t1"])
+    objects += deployment_objects("b", "model-b", "http://b:8000")
+    objects[3]["spec"]["endpoint"] = "other"
+    failed = deployment_objects("c", "model-c", "http://c:8000")
+    failed[1]["status"]["phase"] = "Failed"
+    deps = deployments_from_objects(objects + failed, endpoint="main")
+    assert [(d.name, d.model, d.upstream) for d in deps] == [("tf/a", "model-a", "http://a:8000")]
+    table = RoutingTable(deps)
+    assert table.resolve("model-a", "t1", frozenset()) is deps[0]
+    assert table.resolve("model-a", "t2", frozenset()) is None
+    assert table.resolve("model-a", "t2", frozenset({"model-a"})) is deps[0], "an admin grant shares it too"
+    assert table.models_for("t2", frozenset()) == []
+
+
+def test_keys_are_long_random_and_hashed_with_the_pepper():
+    key, prefix = generate_key()
+    assert key.startswith("tfk-") and len(key) > 40 and key.startswith(prefix)
+    assert generate_key()[0] != key
+    assert hash_key(b"p1", key) != hash_key(b"p2", key)
+    assert bearer_token(f"Bearer {key}") == key and bearer_token("Basic x") is None and bearer_token(None) is None
+
+
+def test_settings_name_the_bad_field(tmp_path):
+    env = {"TF_GATEWAY_ADMIN_TOKEN": "a" * 20, "TF_GATEWAY_KEY_PEPPER": "p" * 20, "TF_GATEWAY_DATABASE_URL": "pg://"}
+    file = tmp_path / "gw.yaml"
+    file.write_text("routing_source: static\nrouting_file: /r.yaml\nlisten: '127.0.0.1:9000'\n")
+    cfg = config.load(str(file), env)
+    assert (cfg.host, cfg.port, cfg.admin_token) == ("127.0.0.1", 9000, "a" * 20)
+    file.write_text("routing_source: etcd\n")
+    with pytest.raises(ValueError, match="routing_source must be one of"):
+        config.load(str(file), env)
+    file.write_text("routing_file: /r.yaml\nport: eighty\n")
+    with pytest.raises(ValueError, match="'port'"):
+        config.load(str(file), env)
+    file.write_text("routing_file: /r.yaml\nbogus: 1\n")
+    with pytest.raises(ValueError, match="unknown gateway setting"):
+        config.load(str(file), env)
+    secret = tmp_path / "pepper"
+    secret.write_text("q" * 32 + "\n")
+    file.write_text("routing_file: /r.yaml\n")
+    cfg = config.load(str(file), {**env, "TF_GATEWAY_KEY_PEPPER": "", "TF_GATEWAY_KEY_PEPPER_FILE": str(secret)})
+    assert cfg.key_pepper == "q" * 32
