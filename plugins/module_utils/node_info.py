@@ -83,7 +83,7 @@ def product_label(name):
 
 
 def gpu_family(compute_cap):
-    major, _, minor = str(compute_cap).partition(".")
+    major, _dot, minor = str(compute_cap).partition(".")
     if major == "8" and minor == "9":
         return "ada-lovelace"
     try:

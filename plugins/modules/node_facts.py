@@ -16,7 +16,8 @@ description:
   - Maps RDMA devices to network interfaces from sysfs (what C(ibdev2netdev) prints) and flags ConnectX-7 ports.
   - Reads C(/etc/dgx-release) when present.
   - Never fails because a GPU is missing; it reports C(gpu.state) and the preflight role decides.
-author: tokenfactory.spark maintainers
+author:
+  - Token Factory maintainers (@tokenfactory)
 options:
   nvidia_smi:
     description: Name or path of the nvidia-smi binary.
@@ -36,8 +37,10 @@ options:
     default: /etc/dgx-release
 attributes:
   check_mode:
+    description: Only reads; runs the same in check mode.
     support: full
   diff_mode:
+    description: Changes nothing, so there is nothing to diff.
     support: none
 """
 
