@@ -17,7 +17,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 def free_port() -> int:
     """A free loopback port below the ephemeral range, so no outgoing connection grabs it before we bind."""
     ephemeral_low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for _ in range(200):
+    for _attempt in range(200):
         port = random.randrange(10000, max(ephemeral_low, 10001))
         with socket.socket() as sock:
             try:
