@@ -22,6 +22,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import (
     require_kubernetes,
     type_of,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_render import owner_reference
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import ValidationError, dns_subdomain
 
 INFO_ARG_SPEC = {"namespace": {"type": "str", "default": "default"}}
@@ -195,7 +196,7 @@ class TokenFactoryModule:
         }
         return self.client.apply(body, subresource="status")
 
-    def remove(self, rtype, name, namespace=None, wait=False):
+    def remove(self, rtype, name, namespace=None, wait=False, propagation="Foreground"):
         current = self.client.get(rtype, name, namespace)
         if current is None:
             return None
@@ -203,7 +204,7 @@ class TokenFactoryModule:
         if self.check_mode:
             self.client.delete(rtype, name, namespace, dry_run=True)
             return current
-        self.client.delete(rtype, name, namespace)
+        self.client.delete(rtype, name, namespace, propagation=propagation)
         if wait:
             self.note(f"waiting for {rtype.kind} {name} and its children to be deleted")
             self.client.wait_gone(rtype, name, namespace, self.params["wait_timeout"])
@@ -222,6 +223,21 @@ class TokenFactoryModule:
         value = self.client.wait_for(describe_what, probe, self.params["wait_timeout"])
         self.note(f"{describe_what}: done after {time.monotonic() - started:.1f}s")
         return value
+
+    def run_object(self, rtype, result_key, used_by, present):
+        """Body of the object modules: check name and CRD; state=absent deletes the object unless
+        used_by=(users_type, spec_field) objects still point at it; else present(name, namespace)."""
+
+        def body():
+            name, namespace = dns_subdomain("name", self.params["name"]), self.params["namespace"]
+            self.require_crd(rtype.plural)
+            if self.params["state"] == "absent":
+                self.refuse_if_used(rtype.kind, name, *used_by)
+                self.remove(rtype, name, namespace, wait=self.params["wait"])
+                return {result_key: {}}
+            return present(name, namespace)
+
+        self.run(body)
 
     def refuse_if_used(self, kind, name, users_type, spec_field):
         """Deleting an object others point at would leave them dangling: refuse, naming the users."""
@@ -246,16 +262,7 @@ class TokenFactoryModule:
                 "name": name,
                 "namespace": owner["metadata"]["namespace"],
                 "labels": {"app.kubernetes.io/managed-by": "tokenfactory.spark"},
-                "ownerReferences": [
-                    {
-                        "apiVersion": owner["apiVersion"],
-                        "kind": owner["kind"],
-                        "name": owner["metadata"]["name"],
-                        "uid": owner["metadata"]["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [owner_reference(owner)],
             },
             "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()},
         }
