@@ -88,7 +88,7 @@ def test_kv_pressure_then_engine_dies_mid_run(tiny_model_dir):
 
         worker = threading.Thread(target=run)
         worker.start()
-        time.sleep(3)
+        time.sleep(2)
         killed_at = time.monotonic()
         engine.stop(timeout=5)
         worker.join(60)
@@ -96,6 +96,8 @@ def test_kv_pressure_then_engine_dies_mid_run(tiny_model_dir):
         assert time.monotonic() - killed_at < 30
     result = outcome["result"]
     kinds = result["errors"]["by_kind"]
-    assert result["failed"] >= 30 and result["completed"] + result["failed"] == 40
-    assert set(kinds) <= {"connection_lost", "connect_error", "incomplete_stream", "stream_error"}, result["errors"]
+    assert result["failed"] >= 20 and result["completed"] + result["failed"] == 40
+    # the engine core dies first (500 / error event inside the stream), then the server (dropped, refused)
+    expected = {"connection_lost", "connect_error", "incomplete_stream", "stream_error", "http_500"}
+    assert set(kinds) <= expected, result["errors"]
     assert kinds.get("connect_error", 0) >= 1 and not result["slo"]["passed"]
