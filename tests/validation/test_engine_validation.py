@@ -28,7 +28,7 @@ def test_closed_loop_against_vllm(vllm_engine):
     assert {r["output_tokens"] for r in result["requests"]} == {32}  # ignore_eos: exactly max_tokens each
     assert not result["tokens_estimated"]
     server = result["server"]
-    assert server["scraped"] and server["scrape_errors"] == 0
+    assert server["scraped"] and server["kv_cache_usage"]["samples"] >= 2
     assert result["token_check"]["match"] is True, result["token_check"]
     assert server["prompt_tokens_delta"] == result["total_input_tokens"]
     assert server["server_ttft"]["count"] == 24 and server["server_e2el"]["count"] == 24
