@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
 import shutil
@@ -118,9 +117,12 @@ class RedisServer:
         )
         return out.stdout.strip()
 
-    def stop(self):
-        if self.proc:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.terminate()
+    def halt(self):
+        """Stop the server (start() brings it back, empty: it keeps no data)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
             self.proc.wait(15)
+
+    def stop(self):
+        self.halt()
         shutil.rmtree(self.dir, ignore_errors=True)

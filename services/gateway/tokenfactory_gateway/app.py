@@ -14,6 +14,7 @@ from aiohttp import web
 
 from . import errors, schema, usage
 from .admin import Admin
+from .invalidation import AuthInvalidation
 from .keys import KeyCache
 from .metering import MeterWriter
 from .metrics import Metrics
@@ -35,7 +36,7 @@ class Gateway:
         self.metrics = Metrics()
         self._background: set[asyncio.Task] = set()
         self.pool = self.redis = self.session = None
-        self.keys = self.limiter = self.meter = self.store = self.routing = None
+        self.keys = self.limiter = self.meter = self.store = self.routing = self.invalidation = None
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -48,6 +49,8 @@ class Gateway:
         self.keys = KeyCache(self.pool, pepper, cfg.auth_cache_seconds)
         self.limiter = RateLimiter(self.redis, cfg.redis_key_prefix)
         self.store = Store(self.pool, pepper)
+        self.invalidation = AuthInvalidation(self.redis, cfg.redis_key_prefix, self.keys)
+        await self.invalidation.start()
         self.meter = MeterWriter(self.pool, cfg.spool_dir, cfg.metering_batch_size, self.metrics)
         await self.meter.start()
         self.routing = RoutingRefresher(
@@ -66,6 +69,8 @@ class Gateway:
     async def stop(self) -> None:
         if self.routing:
             await self.routing.stop()
+        if self.invalidation:
+            await self.invalidation.stop()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self.meter:
@@ -94,7 +99,8 @@ class Gateway:
 
     async def invalidate_auth(self) -> None:
         """Make every replica re-read keys, tenants and sharing before its next request."""
-        await self.limiter.bump_epoch()
+        if not await self.invalidation.publish():
+            LOG.error("some replica did not confirm the auth change; it re-checks on its next Redis contact")
 
 
 @web.middleware

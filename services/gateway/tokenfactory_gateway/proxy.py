@@ -46,6 +46,11 @@ class Proxy:
         for _attempt in range(3):
             dep = None if model is None else gw.routing.table.resolve(model, info.tenant, info.granted_models)
             scopes = scopes_for(gw.cfg.redis_key_prefix, info, dep) if dep else []
+            if not scopes and gw.invalidation.live:
+                # No limits to count, and pushed invalidation is up: nothing to ask Redis.
+                if dep is None and model is not None:
+                    raise errors.model_not_found(model)
+                return info, dep, scopes
             try:
                 verdict = await gw.limiter.admit(scopes, gw.keys.epoch)
             except Exception as exc:
