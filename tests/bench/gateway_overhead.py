@@ -7,7 +7,7 @@ proxy minus direct at the same percentile. The gateway runs with its production 
 admission, PostgreSQL metering, metrics, access log. LiteLLM runs in no-DB mode (no keys, no spend);
 Envoy is a plain route. Each proxy is one process (Envoy --concurrency 1).
 
-    python tests/bench/gateway_overhead.py [--streams 1,16,64] [--requests-per-stream 6]
+    python tests/bench/gateway_overhead.py [--streams 1,16,64] [--ttft-ms 30] [--itl-ms 25] [--skip litellm]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import os
 import pathlib
+import secrets
 import statistics
 import subprocess
 import sys
@@ -30,7 +31,7 @@ import yaml
 
 from tests.engine.synthetic import TOKEN_WORDS, SyntheticUpstream
 from tests.gateway.gateway import Gateway, deployment_objects
-from tests.gateway.services import PostgresServer, RedisServer, free_port, wait_for
+from tests.gateway.services import PostgresServer, ProcessDied, RedisServer, free_port, wait_for
 
 TF_CACHE = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "tokenfactory"
 LITELLM = ("litellm-1.108.7", ["litellm[proxy]==1.108.7", "prometheus-client==0.26.0"])
@@ -58,6 +59,11 @@ class Process:
         self.log = log
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+    def alive(self) -> bool:
+        if self.proc.poll() is not None:
+            raise ProcessDied(f"exited with {self.proc.returncode}; log: {self.log}")
+        return True
 
     def stop(self):
         self.proc.terminate()
@@ -101,12 +107,13 @@ def start_envoy(upstream_port: int, workdir: pathlib.Path) -> tuple[str, Process
     return f"http://127.0.0.1:{port}", proc
 
 
-def start_litellm(upstream_url: str, workdir: pathlib.Path) -> tuple[str, Process]:
+def start_litellm(upstream_url: str, workdir: pathlib.Path, master_key: str) -> tuple[str, Process]:
     port = free_port()
     config = {
         "model_list": [{"model_name": MODEL, "litellm_params": {
             "model": f"openai/{MODEL}", "api_base": upstream_url + "/v1", "api_key": "none"}}],
         "litellm_settings": {"drop_params": True, "telemetry": False},
+        "general_settings": {"master_key": master_key},  # no database: the key is compared in memory
     }  # fmt: skip
     path = workdir / "litellm.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -164,9 +171,11 @@ def percentiles(values) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--streams", default="1,16,64")
-    parser.add_argument("--requests-per-stream", type=int, default=6)
-    parser.add_argument("--ttft-ms", type=float, default=20)
-    parser.add_argument("--itl-ms", type=float, default=10)
+    parser.add_argument("--requests", type=int, default=60, help="at least this many requests per level")
+    parser.add_argument("--requests-per-stream", type=int, default=4)
+    # A DGX Spark-like stream: ~40 tokens/s per stream (64 streams = ~2.5k tokens/s through the proxy).
+    parser.add_argument("--ttft-ms", type=float, default=30)
+    parser.add_argument("--itl-ms", type=float, default=25)
     parser.add_argument("--skip", default="", help="comma list of targets to leave out (litellm, envoy)")
     args = parser.parse_args()
     levels = [int(s) for s in args.streams.split(",")]
@@ -180,25 +189,29 @@ def main() -> int:
         cleanup.append(upstream.stop)
         postgres, redis = PostgresServer().start(), RedisServer().start()
         cleanup += [postgres.stop, redis.stop]
-        gateway = Gateway(postgres, redis, deployment_objects("tiny", MODEL, upstream.base_url))
+        gateway = Gateway(
+            postgres, redis, deployment_objects("tiny", MODEL, upstream.base_url), routing_refresh_seconds=5
+        )
         gateway.add_replica()
         cleanup.append(gateway.stop)
         key = gateway.create_key("bench")
         targets = {"direct": (upstream.base_url, {}), "gateway": (gateway.url, {"Authorization": f"Bearer {key}"})}
         if "litellm" not in skip:
-            url, proc = start_litellm(upstream.base_url, workdir)
+            master = "sk-" + secrets.token_hex(16)
+            url, proc = start_litellm(upstream.base_url, workdir, master)
             cleanup.append(proc.stop)
-            wait_for(lambda: _get(url + "/health/liveliness"), 180, f"LiteLLM (log {proc.log})")
-            targets["litellm"] = (url, {})
+            wait_for(lambda: proc.alive() and _get(url + "/health/liveliness"), 300, f"LiteLLM (log {proc.log})")
+            targets["litellm"] = (url, {"Authorization": f"Bearer {master}"})
         if "envoy" not in skip:
             url, proc = start_envoy(upstream.port, workdir)
             cleanup.append(proc.stop)
-            wait_for(lambda: _get(url + "/health"), 30, f"Envoy (log {proc.log})")
+            wait_for(lambda: proc.alive() and _get(url + "/health"), 30, f"Envoy (log {proc.log})")
             targets["envoy"] = (url, {})
         results = {}
         for streams in levels:
             for name, (url, headers) in targets.items():
-                results[streams, name] = asyncio.run(measure(url, headers, streams, args.requests_per_stream))
+                per_stream = max(args.requests_per_stream, -(-args.requests // streams))
+                results[streams, name] = asyncio.run(measure(url, headers, streams, per_stream))
         print_table(results, levels, list(targets))
         ok = verdict(results, levels)
         rows = gateway.sql("SELECT count(*) FROM usage_records")

@@ -20,6 +20,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class ProcessDied(RuntimeError):
+    """Raised by readiness checks when the process they wait for has exited: stop waiting."""
+
+
 def wait_for(check, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while True:
@@ -27,6 +31,8 @@ def wait_for(check, timeout: float, what: str):
             result = check()
             if result:
                 return result
+        except ProcessDied:
+            raise
         except Exception:  # noqa: S110 - not up yet
             pass
         if time.monotonic() > deadline:

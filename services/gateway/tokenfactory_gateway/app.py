@@ -51,7 +51,9 @@ class Gateway:
         self.store = Store(self.pool, pepper)
         self.invalidation = AuthInvalidation(self.redis, cfg.redis_key_prefix, self.keys)
         await self.invalidation.start()
-        self.meter = MeterWriter(self.pool, cfg.spool_dir, cfg.metering_batch_size, self.metrics)
+        self.meter = MeterWriter(
+            self.pool, cfg.spool_dir, cfg.metering_batch_size, cfg.metering_flush_interval, self.metrics
+        )
         await self.meter.start()
         self.routing = RoutingRefresher(
             make_source(cfg), cfg.routing_endpoint, cfg.routing_refresh_seconds, self.metrics
