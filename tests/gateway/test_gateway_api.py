@@ -5,6 +5,7 @@ real processes (tests/gateway/services.py).
 """
 
 import json
+import socket
 import time
 import urllib.request
 
@@ -15,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.engine.synthetic import SyntheticUpstream, completion_text
 from tests.gateway.gateway import deployment_objects
 from tests.gateway.gateway import Gateway
-from tests.gateway.services import RedisServer, free_port, wait_for
+from tests.gateway.services import RedisServer, wait_for
 
 pytestmark = pytest.mark.gateway
 MODEL, OTHER = "tiny-qwen2", "secret-model"
@@ -161,8 +162,9 @@ def test_bad_input_gets_openai_style_errors_and_the_process_survives(gw):
 
 
 def test_upstream_down_and_timeout_answer_502_and_504(gateway_factory):
-    dead = f"http://127.0.0.1:{free_port()}"
-    with SyntheticUpstream(model="slow", ttft_ms=3000) as slow:
+    with socket.socket() as closed, SyntheticUpstream(model="slow", ttft_ms=3000) as slow:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused, the port stays ours
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
         objects = deployment_objects("dead", "dead", dead) + deployment_objects("slow", "slow", slow.base_url)
         gw = gateway_factory(objects, upstream_read_timeout=0.5)
         c = client(gw, gw.create_key("acme"))

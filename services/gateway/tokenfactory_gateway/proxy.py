@@ -181,8 +181,7 @@ class Call:
         await resp.prepare(self.request)
         deadline = None
         last = None
-        metrics = self.gw.metrics
-        itl = metrics.itl.labels(self.dep.model, self.info.tenant)
+        itl = self.gw.metrics.route(self.dep.model, self.info.tenant).itl
         try:
             async for chunk in upstream.content.iter_any():
                 out = sse.feed(chunk)
@@ -279,18 +278,18 @@ class Call:
         )
         if prompt + completion and not self.debited:
             gw.spawn(gw.limiter.debit(self.scopes, prompt + completion))
-        m, labels = gw.metrics, (dep.model, info.tenant)
-        m.requests.labels(*labels, str(status)).inc()
+        m = gw.metrics.route(dep.model, info.tenant)
+        m.request(status).inc()
         if status >= 400 or self.error:
-            m.errors.labels(*labels, self.error or str(status)).inc()
-        m.tokens.labels(*labels, "prompt").inc(prompt)
-        m.tokens.labels(*labels, "completion").inc(completion)
-        m.cost.labels(*labels, price.currency).inc(float(cost))
-        m.latency.labels(*labels).observe(latency)
+            gw.metrics.errors.labels(*m.labels, self.error or str(status)).inc()
+        m.prompt.inc(prompt)
+        m.completion.inc(completion)
+        m.cost_in(price.currency).inc(float(cost))
+        m.latency.observe(latency)
         if self.ttft is not None:
-            m.ttft.labels(*labels).observe(self.ttft)
+            m.ttft.observe(self.ttft)
         if self.disconnected:
-            m.client_disconnects.labels(*labels).inc()
+            m.disconnects.inc()
         self.request["log"].update(
             request_id=str(self.request_id),
             upstream_status=self.status,
