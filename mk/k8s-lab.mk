@@ -6,6 +6,6 @@ TEST_TIERS += test-lab
 lab-bins:
 	nice -n 10 scripts/build-k8s-lab-bins
 
-## Smoke suite against a real apiserver with simulated DGX Spark nodes.
+## Smoke suite against a real apiserver with simulated DGX Spark nodes (module tests run in test-modules).
 test-lab: bootstrap lab-bins
-	$(PYTEST) -m lab -p no:cacheprovider
+	$(PYTEST) -m lab -p no:cacheprovider tests/lab

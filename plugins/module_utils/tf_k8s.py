@@ -227,10 +227,12 @@ class KubeClient:
         return self.request("PATCH", path, body=obj, query=query, content_type="application/apply-patch+yaml")
 
     def delete(self, rtype, name, namespace=None, dry_run=False, propagation="Foreground"):
+        # With a body the API server reads DeleteOptions only from it (query parameters are ignored).
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
-        query = {"dryRun": "All" if dry_run else None}
+        if dry_run:
+            body["dryRun"] = ["All"]
         try:
-            return self.request("DELETE", rtype.path(namespace, name), body=body, query=query)
+            return self.request("DELETE", rtype.path(namespace, name), body=body)
         except K8sError as exc:
             if exc.status == 404:
                 return None

@@ -195,7 +195,7 @@ class TokenFactoryModule:
         }
         return self.client.apply(body, subresource="status")
 
-    def remove(self, rtype, name, namespace=None, wait=False):
+    def remove(self, rtype, name, namespace=None, wait=False, propagation="Foreground"):
         current = self.client.get(rtype, name, namespace)
         if current is None:
             return None
@@ -203,7 +203,7 @@ class TokenFactoryModule:
         if self.check_mode:
             self.client.delete(rtype, name, namespace, dry_run=True)
             return current
-        self.client.delete(rtype, name, namespace)
+        self.client.delete(rtype, name, namespace, propagation=propagation)
         if wait:
             self.note(f"waiting for {rtype.kind} {name} and its children to be deleted")
             self.client.wait_gone(rtype, name, namespace, self.params["wait_timeout"])

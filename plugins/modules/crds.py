@@ -39,6 +39,10 @@ options:
     default: 120
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
+  - tokenfactory.spark.k8s_auth.namespace
+notes:
+  - CRDs are cluster-scoped; O(namespace) is accepted (and ignored) so that C(module_defaults) of the action group
+    can set it for every module.
 attributes:
   check_mode:
     description: Server-side dry run; nothing is written.
@@ -85,7 +89,7 @@ progress:
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_crds import all_crds
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import CRD, GROUP, VERSION
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import TokenFactoryModule
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import INFO_ARG_SPEC, TokenFactoryModule
 
 
 def established(client, name):
@@ -105,7 +109,7 @@ def main():
             "wait": {"type": "bool", "default": True},
             "wait_timeout": {"type": "int", "default": 120},
         },
-        base_spec={},
+        base_spec=INFO_ARG_SPEC,
     )
 
     def body():

@@ -553,7 +553,8 @@ class Deployer:
         for child, (child_current, child_planned) in zip(children, child_plans, strict=True):
             tfm.write(child, child_current, child_planned)
         for rtype, child_name in stale:
-            tfm.remove(rtype, child_name, self.namespace)
+            # Background: the stale child disappears now, the garbage collector removes what it owned.
+            tfm.remove(rtype, child_name, self.namespace, propagation="Background")
         status = self.observe(applied, spec, plan, endpoint, cluster, children)
         if params["wait"] and not tfm.check_mode and not plan["note"]:
             status = self.wait_ready(applied, spec, plan, endpoint, cluster, children)

@@ -1,5 +1,6 @@
 """A real vLLM OpenAI server on the CPU, serving a local model on a free loopback port."""
 
+import atexit
 import contextlib
 import os
 import pathlib
@@ -22,12 +23,26 @@ ENGINE_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
 }
+PORT_ATTEMPTS = 3
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in a process group, from /proc."""
+    members = []
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(stat.parent.name))
+    return members
 
 
 def log_tail(path: pathlib.Path, lines: int = 60) -> str:
@@ -54,6 +69,7 @@ class VllmServer:
         self.extra_args = list(extra_args)
         self.env = dict(env or {})
         self.log_path: pathlib.Path | None = None
+        self.pgid: int | None = None  # process group of the server and its engine core
         self._proc: subprocess.Popen | None = None
 
     @property
@@ -89,7 +105,26 @@ class VllmServer:
         """Start the server and wait for /health; returns base_url. Raises with the log tail on failure."""
         python = install.vllm_python()
         self.model_dir = self.model_dir or install.tiny_model_dir()
-        self.port = self.port or free_port()
+        chosen_port = self.port
+        for attempt in range(PORT_ATTEMPTS):
+            self.port = chosen_port or free_port()
+            self._launch(python)
+            try:
+                self._wait_healthy(timeout)
+            except RuntimeError as exc:
+                self.stop()
+                # A free port can be taken between probing and binding; only then try another one.
+                if chosen_port or "Address already in use" not in str(exc) or attempt == PORT_ATTEMPTS - 1:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+            else:
+                atexit.register(self.stop)
+                return self.base_url
+        raise AssertionError("unreachable")
+
+    def _launch(self, python: os.PathLike | str) -> None:
         fd, log = tempfile.mkstemp(prefix=f"tf-vllm-{self.port}-", suffix=".log")
         self.log_path = pathlib.Path(log)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -105,12 +140,7 @@ class VllmServer:
                 cwd=tempfile.gettempdir(),
                 start_new_session=True,  # own process group: stop() reaches the engine core too
             )
-        try:
-            self._wait_healthy(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self.base_url
+        self.pgid = self._proc.pid
 
     def _wait_healthy(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -130,6 +160,7 @@ class VllmServer:
         raise TimeoutError(f"vLLM not healthy after {timeout} s; log {self.log_path}:\n{log_tail(self.log_path)}")
 
     def stop(self, timeout: float = 30) -> None:
+        atexit.unregister(self.stop)
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -146,6 +177,9 @@ class VllmServer:
         # Children (the engine core) share the group; make sure none outlives the leader.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while group_members(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def __enter__(self) -> "VllmServer":
         self.start()

@@ -21,6 +21,10 @@ def bin_dir() -> pathlib.Path:
     return tf_cache() / f"k8s-{KUBE_VERSION}" / "bin"
 
 
+def kubectl() -> str:
+    return str(bin_dir() / "kubectl")
+
+
 def kwok_stage_dir() -> pathlib.Path:
     """kwok's upstream Stage definitions (node and pod lifecycle), installed by the build script."""
     return tf_cache() / f"k8s-{KUBE_VERSION}" / "kwok-stages"

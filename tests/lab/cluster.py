@@ -16,6 +16,7 @@ from tests.lab import bins, kubeconfig, nodes, pki, processes
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 NODE_LEASE_SECONDS = 40
+PORT_ATTEMPTS = 3  # ports are picked free, but another process may bind one before our component does
 
 
 class LabError(RuntimeError):
@@ -41,7 +42,7 @@ class LabCluster:
         self.dir = lab_root() / self.name
         self.state_path = self.dir / "state.json"
         self.kubeconfig = self.dir / "admin.kubeconfig"
-        self.server = ""
+        self.server = self._read_state().get("server", "")  # set when attaching to a running cluster
         self._procs: dict[str, dict] = {}
         self._ports: dict[str, int] = {}
         self._commands: dict[str, list[str]] = {}
@@ -54,24 +55,31 @@ class LabCluster:
     def start(self, timeout: float = 180.0) -> "LabCluster":
         if self.running():
             raise LabError(f"lab cluster {self.name!r} is already running ({self.dir}); stop it first")
-        shutil.rmtree(self.dir, ignore_errors=True)
+        prune_stale()
         bin_dir = bins.ensure_bins()
-        _OWNED.add(self)
-        try:
-            self._launch(bin_dir)
-            self._wait_ready(time.monotonic() + timeout)
-        except BaseException:
-            self.stop(keep_logs=True)
-            raise
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            _OWNED.add(self)
+            shutil.rmtree(self.dir, ignore_errors=True)
+            try:
+                self._launch(bin_dir)
+                self._wait_ready(time.monotonic() + timeout)
+                break
+            except LabError as err:
+                self.stop(keep_logs=True)
+                if "address already in use" not in str(err) or attempt == PORT_ATTEMPTS:
+                    raise
+            except BaseException:
+                self.stop(keep_logs=True)
+                raise
         if not self.tie_to_parent:
             _OWNED.discard(self)  # detached (CLI): outlives this process once started
         return self
 
     def stop(self, keep_logs: bool = False) -> None:
-        """Stop every component (process groups) and remove the state dir (logs kept on failure)."""
+        """Kill every component (process groups) and remove the state dir (logs kept on failure)."""
         _OWNED.discard(self)
-        if not self._procs and self.state_path.is_file():
-            self._procs = json.loads(self.state_path.read_text())["procs"]
+        if not self._procs:
+            self._procs = self._read_state().get("procs", {})
         processes.stop_all({p["pid"]: p["exe"] for p in self._procs.values()})
         self._procs = {}
         if keep_logs or os.environ.get("TF_LAB_KEEP"):
@@ -85,9 +93,9 @@ class LabCluster:
 
     def status(self) -> dict:
         """Server, kubeconfig and, per component: pid, alive, RSS in bytes (reads the state file)."""
-        if not self.state_path.is_file():
+        state = self._read_state()
+        if not state:
             return {"name": self.name, "running": False, "components": {}}
-        state = json.loads(self.state_path.read_text())
         components = {}
         for component, proc in state["procs"].items():
             alive = processes.alive(proc["pid"], proc["exe"])
@@ -102,6 +110,17 @@ class LabCluster:
             "rss_bytes_total": sum(c["rss_bytes"] for c in components.values()),
             "components": components,
         }
+
+    def env(self) -> dict[str, str]:
+        """Environment for kubectl and kubernetes.core/tokenfactory.spark modules to reach this cluster."""
+        return {"KUBECONFIG": str(self.kubeconfig), "K8S_AUTH_KUBECONFIG": str(self.kubeconfig)}
+
+    def _read_state(self) -> dict:
+        """The state file, or {} when absent (never started, stopped, or removed by a concurrent prune)."""
+        try:
+            return json.loads(self.state_path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
 
     def api_client(self):
         """A kubernetes.client.ApiClient authenticated as cluster admin."""
@@ -223,7 +242,9 @@ class LabCluster:
             "ports": self._ports,
             "procs": self._procs,
         }
-        self.state_path.write_text(json.dumps(state, indent=2))
+        partial = self.state_path.with_suffix(".tmp")
+        partial.write_text(json.dumps(state, indent=2))
+        partial.replace(self.state_path)  # atomic: readers never see half a file
 
     def _wait_ready(self, deadline: float) -> None:
         ca = self.dir / "pki" / "ca.crt"
@@ -269,6 +290,14 @@ class LabCluster:
             tail = log.read_text(errors="replace").splitlines()[-lines:] if log.is_file() else []
             out.append(f"--- {log}\n" + "\n".join(tail))
         return "\n".join(out)
+
+
+def prune_stale() -> None:
+    """Remove clusters left by test processes that died (their components died with them: PDEATHSIG)."""
+    for state_dir in lab_root().glob("pytest-*"):
+        owner_pid = state_dir.name.split("-")[1]
+        if owner_pid.isdigit() and not pathlib.Path(f"/proc/{owner_pid}").exists():
+            LabCluster(name=state_dir.name).stop()
 
 
 def _component_auth(config: pathlib.Path) -> list[str]:

@@ -4,6 +4,7 @@ import contextlib
 import ctypes
 import os
 import pathlib
+import random
 import signal
 import socket
 import subprocess
@@ -14,9 +15,17 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free loopback port below the ephemeral range, so no outgoing connection grabs it before we bind."""
+    ephemeral_low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _attempt in range(200):
+        port = random.randrange(10000, max(ephemeral_low, 10001))
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in 10000-{ephemeral_low}")
 
 
 def _new_group_dying_with_parent():
@@ -71,18 +80,19 @@ def rss_bytes(pid: int) -> int:
 
 
 def stop_all(procs: dict[int, str], timeout: float = 10.0) -> None:
-    """SIGTERM every live process group, wait up to timeout, then SIGKILL what remains."""
+    """SIGKILL every live process group and wait until they are gone.
+
+    Lab clusters are throwaway, so there is no graceful phase: kube-apiserver alone takes more than
+    30 s to finish on SIGTERM once etcd is gone, and nothing of their state is kept.
+    """
     live = {pid: exe for pid, exe in procs.items() if alive(pid, exe)}
     for pid in live:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
+            os.killpg(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
     while live and time.monotonic() < deadline:
         live = {pid: exe for pid, exe in live.items() if alive(pid, exe)}
-        time.sleep(0.05)
-    for pid in live:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+        time.sleep(0.02)
     for pid in procs:
         child = _CHILDREN.pop(pid, None)
         if child is not None:

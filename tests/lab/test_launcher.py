@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,7 @@ import uuid
 import pytest
 
 from tests.lab import bins, processes
-from tests.lab.cluster import lab_root
+from tests.lab.cluster import LabCluster, lab_root
 from tests.lab.wait import wait_until
 
 pytestmark = pytest.mark.lab
@@ -91,3 +92,16 @@ def test_components_die_with_the_test_process(tmp_path):
         what="control-plane processes to die with their owner",
     )
     subprocess.run([sys.executable, "-m", "tests.lab", "down", "--name", name], cwd=bins.REPO_ROOT, check=True)
+
+
+def test_retries_when_a_port_is_taken(monkeypatch):
+    """Another process binding the apiserver's port between choice and use costs one retry, not a failure."""
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    choices = iter([None, None, blocker.getsockname()[1]])  # etcd, etcd-peer, apiserver of attempt 1
+    real_free_port = processes.free_port
+    monkeypatch.setattr(processes, "free_port", lambda: next(choices, None) or real_free_port())
+    with blocker, LabCluster("spark-single", f"pytest-{os.getpid()}-retry-{uuid.uuid4().hex[:6]}") as lab:
+        assert lab.server != f"https://127.0.0.1:{blocker.getsockname()[1]}"
+        assert lab.status()["running"]

@@ -73,3 +73,11 @@ def test_node_identity_is_stable_and_distinct():
 def test_unknown_profile_names_the_allowed_ones():
     with pytest.raises(ValueError, match=r"unknown lab profile 'spark-quad'; allowed: mixed, spark-pair"):
         nodes.load_profile("spark-quad")
+
+
+@pytest.mark.parametrize("profile", ["spark-single", "spark-pair", "x86-h100", "mixed"])
+def test_nodes_have_distinct_internal_ips(profile):
+    ips = [
+        a["address"] for m in nodes.load_profile(profile) for a in m["status"]["addresses"] if a["type"] == "InternalIP"
+    ]
+    assert len(ips) == len(set(ips)) == len(nodes.load_profile(profile))

@@ -291,3 +291,19 @@ def test_spark_pair_shares_fabric_and_spreads_gpu_pods(lab_cluster_factory):
             timeout=90,
             what="one GPU pod Running per Spark",
         )
+
+
+def test_mixed_fleet_places_pods_by_gpu_product(lab_cluster_factory):
+    mixed = lab_cluster_factory("mixed")
+    with mixed.api_client() as mixed_api:
+        core = client.CoreV1Api(mixed_api)
+        hopper = gpu_pod("hopper", nodeSelector={"nvidia.com/gpu.family": "hopper"})
+        hopper["spec"]["containers"][0]["resources"]["limits"][GPU] = "4"
+        core.create_namespaced_pod("default", hopper)
+        wait_until(lambda: pod_phase(core, "default", "hopper") == ("Running", "h100-01"), timeout=60, what="H100 pod")
+        # Two GPUs on one arm64 node do not exist in this fleet (each Spark has one).
+        greedy = gpu_pod("greedy", nodeSelector={"kubernetes.io/arch": "arm64"})
+        greedy["spec"]["containers"][0]["resources"]["limits"][GPU] = "2"
+        core.create_namespaced_pod("default", greedy)
+        message = wait_until(lambda: unschedulable_message(core, "default", "greedy"), timeout=60, what="Pending")
+        assert f"Insufficient {GPU}" in message

@@ -1,0 +1,7 @@
+# Token Factory modules against the lab's real control plane (tests/modules, marker lab).
+.PHONY: test-modules
+TEST_TIERS += test-modules
+
+## Modules, bad inputs, capacity, paired-Spark placement and serve.yml against kube-apiserver + kwok nodes.
+test-modules: bootstrap lab-bins
+	$(PYTEST) -m lab -p no:cacheprovider tests/modules

@@ -1,0 +1,113 @@
+# -*- coding: utf-8 -*-
+# Copyright: tokenfactory.spark contributors
+# Apache License 2.0 (see LICENSE)
+"""Records the arrival of OpenAI streaming chunks (Server-Sent Events) without parsing every one.
+
+A content chunk is an SSE `data:` event whose JSON carries at least one choice: `"choices": [{...`,
+as `vllm bench serve` counts chunks (the text may be empty, e.g. while the detokenizer holds bytes back
+or for a special token), except the chat preamble whose delta only announces the role
+(`{"role": "assistant", "content": ""}`): it carries no generated token and some servers send it
+before the first token. The JSON is only decoded for events that carry `usage`, a role or an error,
+so the per-chunk cost is a C-level regex search. A quote can only appear unescaped in JSON as a
+string delimiter, so the patterns cannot match inside generated text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+_CHOICE = re.compile(rb'"choices"\s*:\s*\[\s*\{')
+_USAGE = re.compile(rb'"usage"\s*:\s*\{')
+_DONE = b"[DONE]"
+
+
+class SSERecorder:
+    """Sink for a 200 streaming response; fills chunk_times, usage, done and stream_error."""
+
+    __slots__ = ("_pending", "chunk_times", "done", "events", "stream_error", "usage")
+
+    def __init__(self):
+        self._pending = b""
+        self.chunk_times = []
+        self.usage = None
+        self.done = False
+        self.stream_error = None
+        self.events = 0
+
+    def feed(self, data, now):
+        if self._pending:
+            data = self._pending + data
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
+        events = data.split(b"\n\n")
+        self._pending = events.pop()
+        for event in events:
+            if event.startswith(b"data:") and b"\n" not in event:
+                payload = event[5:].strip()
+            else:
+                payload = _data_of(event)
+                if payload is None:
+                    continue
+            self.events += 1
+            if _CHOICE.search(payload) is not None:
+                if b'"role"' not in payload or not _role_only(payload):
+                    self.chunk_times.append(now)
+                if b'"usage"' in payload and _USAGE.search(payload) is not None:
+                    self._read_usage(payload)
+            elif payload == _DONE:
+                self.done = True
+            elif b'"usage"' in payload and _USAGE.search(payload) is not None:
+                self._read_usage(payload)
+            elif b'"error"' in payload:
+                self._read_error(payload)
+
+    def _read_usage(self, payload):
+        try:
+            usage = json.loads(payload).get("usage")
+        except ValueError:
+            return
+        if isinstance(usage, dict):
+            self.usage = usage
+
+    def _read_error(self, payload):
+        try:
+            doc = json.loads(payload)
+        except ValueError:
+            return
+        if not isinstance(doc, dict):
+            return
+        err = doc.get("error")
+        if err is None and doc.get("object") == "error":
+            err = doc
+        if err is None:
+            return
+        if isinstance(err, dict):
+            message = str(err.get("message") or err.get("type") or err)
+            code = err.get("code")
+        else:
+            message, code = str(err), None
+        self.stream_error = {"message": message[:300], "code": code}
+
+
+def _role_only(payload):
+    """True for a chat chunk whose deltas carry a role and nothing generated."""
+    try:
+        choices = json.loads(payload).get("choices") or []
+    except ValueError:
+        return False
+    for choice in choices:
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            return False
+        if any(value for key, value in delta.items() if key != "role"):
+            return False
+    return True
+
+
+def _data_of(event):
+    """Joined data lines of a multi-line SSE event; None for comments / events without data."""
+    lines = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
+    if not lines:
+        return None
+    return b"\n".join(lines).strip()

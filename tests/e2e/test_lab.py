@@ -1,0 +1,78 @@
+"""`make lab` as a test: a cold run from clean state, then a warm run that must be fast and change nothing,
+then `make lab-clean`. Runs the real lab (see docs/lab.md for what is simulated)."""
+
+import re
+import subprocess
+import time
+
+import pytest
+
+from tests.playbooks.ansible_run import ROOT, ansible_env
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(3600)]
+FIELDS = ("ok", "changed", "unreachable", "failed")
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
+
+
+def make(target):
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["make", "--no-print-directory", target],
+        cwd=ROOT,
+        env=ansible_env({"ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}),
+        capture_output=True,
+        text=True,
+        timeout=3000,
+        check=False,
+    )
+    assert proc.returncode == 0, f"make {target} failed:\n{proc.stdout[-8000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout, time.monotonic() - started
+
+
+def recap(output):
+    hosts = {
+        m[0]: dict(zip(FIELDS, map(int, m[1:]), strict=True)) for m in RECAP.findall(output.split("PLAY RECAP")[-1])
+    }
+    assert hosts, "no play recap in the output"
+    return hosts
+
+
+@pytest.fixture(scope="module")
+def lab_runs():
+    make("lab-clean")
+    cold, cold_s = make("lab")
+    warm, warm_s = make("lab")
+    yield {"cold": cold, "warm": warm, "cold_s": cold_s, "warm_s": warm_s}
+    make("lab-clean")
+
+
+def test_simulation_boundary_is_printed_first(lab_runs):
+    out = lab_runs["cold"]
+    first_task = out.index("TASK [")
+    banner = out.index("SIMULATED: GPUs")
+    assert banner < out.index("TASK [", first_task + 1)
+    for what in ("SIMULATED: GPU Operator", "SIMULATED: ConnectX-7 link", "REAL: Kubernetes"):
+        assert what in out
+
+
+def test_cold_run_succeeds_and_changes_things(lab_runs):
+    hosts = recap(lab_runs["cold"])
+    assert all(h["failed"] == 0 and h["unreachable"] == 0 for h in hosts.values()), hosts
+    assert sum(h["changed"] for h in hosts.values()) > 0
+
+
+def test_warm_run_changes_nothing_and_is_faster(lab_runs):
+    hosts = recap(lab_runs["warm"])
+    assert all(h["changed"] == 0 and h["failed"] == 0 for h in hosts.values()), hosts
+    print(f"lab cold {lab_runs['cold_s']:.0f} s, warm {lab_runs['warm_s']:.0f} s")
+    assert lab_runs["warm_s"] < lab_runs["cold_s"]
+
+
+def test_simulated_gpu_nodes_were_verified(lab_runs):
+    assert re.search(r"spark-\d+: 1 x NVIDIA-GB10", lab_runs["cold"])
+
+
+def test_dashboard_queries_answered_by_the_real_engine(lab_runs):
+    for run in ("cold", "warm"):
+        match = re.search(r"Dashboard: (\d+) queries answered with live data", lab_runs[run])
+        assert match and int(match.group(1)) >= 24, run

@@ -1,0 +1,85 @@
+"""Drive the modules against the lab's real API server: run main() in-process, snapshot a namespace."""
+
+import contextlib
+import importlib
+import io
+import json
+import uuid
+
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.tokenfactory.spark.plugins.module_utils import tf_k8s as k8s
+
+SNAPSHOT_TYPES = (
+    k8s.COMPUTE_CLUSTER,
+    k8s.ENDPOINT,
+    k8s.PROVIDER,
+    k8s.MODEL,
+    k8s.MODEL_DEPLOYMENT,
+    k8s.DEPLOYMENT,
+    k8s.STATEFUL_SET,
+    k8s.SERVICE,
+    k8s.SECRET,
+    k8s.HPA,
+    k8s.PDB,
+)
+
+
+def run_module(module_name, kubeconfig, check_mode=False, diff=False, **args):
+    """Run tokenfactory.spark.<name> like Ansible does (args JSON in, result JSON out); return the result."""
+    module = importlib.import_module(f"ansible_collections.tokenfactory.spark.plugins.modules.{module_name}")
+    args = {"kubeconfig": str(kubeconfig), **args, "_ansible_check_mode": check_mode, "_ansible_diff": diff}
+    out = io.StringIO()
+    with patch_module_args(args), contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        module.main()
+    text = out.getvalue()
+    return json.loads(text[text.index("{") :])
+
+
+def client(kubeconfig):
+    return k8s.KubeClient({"kubeconfig": str(kubeconfig)})
+
+
+def snapshot(kube, namespace):
+    """(kind, name) -> resourceVersion of everything the modules could touch in namespace."""
+    state = {}
+    for rtype in SNAPSHOT_TYPES:
+        for obj in kube.list(rtype, namespace):
+            if rtype is k8s.SERVICE and obj["metadata"]["name"] == "kubernetes":
+                continue
+            state[(rtype.kind, obj["metadata"]["name"])] = obj["metadata"]["resourceVersion"]
+    return state
+
+
+def new_namespace(kube, prefix="tf"):
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
+
+
+def self_signed(hostname):
+    """A fresh certificate + key pair for TLS tests (PEM strings)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(hostname)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem
