@@ -145,16 +145,16 @@ async def one_stream(session, url, headers) -> tuple[float, float]:
 async def measure(url, headers, streams: int, per_stream: int) -> dict:
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
-        for _ in range(min(streams, 8)):  # warm connections and caches
+        for _warm in range(min(streams, 8)):  # warm connections and caches
             await one_stream(session, url, headers)
         samples: list[tuple[float, float]] = []
 
         async def worker():
-            for _ in range(per_stream):
+            for _request in range(per_stream):
                 samples.append(await one_stream(session, url, headers))
 
         began = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(streams)))
+        await asyncio.gather(*(worker() for _stream in range(streams)))
         elapsed = time.perf_counter() - began
     return {
         "ttft": percentiles([s[0] for s in samples]),
@@ -261,7 +261,7 @@ def verdict(results, levels) -> bool:
         print(f"gateway vs Envoy added p50 at {top} streams: {gw['p50']:.2f} ms vs {added['envoy']['p50']:.2f} ms")
     for label, passed, value in checks:
         print(f"{'PASS' if passed else 'MISS'}  {label}: {value}")
-    return all(passed for _, passed, _ in checks)
+    return all(check[1] for check in checks)
 
 
 if __name__ == "__main__":

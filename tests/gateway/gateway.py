@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -106,6 +107,7 @@ class Gateway:
     def stop(self) -> None:
         for replica in self.replicas:
             replica.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Replica:

@@ -31,7 +31,9 @@ def run_tasks(gw, tmp_path, tasks, check=False):
     env = {**os.environ, "TF_GATEWAY_ADMIN_TOKEN": gw.admin_token, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
     cmd = [pathlib.Path(sys.executable).parent / "ansible-playbook", "-i", "localhost,", "-c", "local", "-v", book,
            "-e", f"ansible_python_interpreter={sys.executable}"]  # fmt: skip
-    proc = subprocess.run(cmd + (["--check", "--diff"] if check else []), env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        cmd + (["--check", "--diff"] if check else []), env=env, capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return json.loads((tmp_path / "results.json").read_text()), proc.stdout
 
@@ -51,7 +53,7 @@ def test_modules_are_idempotent_check_mode_safe_and_show_the_key_once(gateway_fa
         value = first["key"]["key"]
         assert value.startswith("tfk-") and "key" not in first["key"]["api_key"]
         assert value not in out and gw.admin_token not in out
-        again, _ = run_tasks(gw, tmp_path, [{"name": "tenant", **tenant}, {"name": "key", **key}])
+        again = run_tasks(gw, tmp_path, [{"name": "tenant", **tenant}, {"name": "key", **key}])[0]
         assert not again["tenant"]["changed"] and not again["key"]["changed"] and "key" not in again["key"]
         reply = openai.OpenAI(base_url=gw.url + "/v1", api_key=value, max_retries=0).chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3
@@ -59,8 +61,8 @@ def test_modules_are_idempotent_check_mode_safe_and_show_the_key_once(gateway_fa
         wait_for(lambda: gw.sql("SELECT count(*) FROM usage_records") == "1", 10, "ledger row")
         usage = {"tokenfactory.spark.usage_info": {"tenant": "acme", "group_by": ["tenant", "key", "model"]}}
         revoke = {"tokenfactory.spark.api_key": {"tenant": "acme", "name": "ci", "state": "absent"}}
-        last, _ = run_tasks(gw, tmp_path, [{"name": "usage", **usage}, {"name": "revoke", **revoke},
-                                           {"name": "revoke_again", **revoke}])  # fmt: skip
+        last = run_tasks(gw, tmp_path, [{"name": "usage", **usage}, {"name": "revoke", **revoke},
+                                           {"name": "revoke_again", **revoke}])[0]  # fmt: skip
         row = last["usage"]["usage"][0]
         assert (row["key_name"], row["completion_tokens"]) == ("ci", reply.usage.completion_tokens)
         assert last["revoke"]["changed"] and not last["revoke_again"]["changed"]
@@ -76,7 +78,7 @@ def test_key_file_receives_the_key_instead_of_the_result(gateway_factory, tmp_pa
              {"name": "key", "tokenfactory.spark.api_key": to_file},
              {"name": "bad", "tokenfactory.spark.api_key": {"tenant": "nobody", "name": "svc"},
               "ignore_errors": True}]  # fmt: skip
-    result, _ = run_tasks(gw, tmp_path, tasks)
+    result = run_tasks(gw, tmp_path, tasks)[0]
     assert "key" not in result["key"] and key_file.read_text().startswith("tfk-")
     assert oct(key_file.stat().st_mode & 0o777) == "0o600"
     assert result["bad"]["failed"] and "tenant 'nobody' not found" in result["bad"]["msg"]
