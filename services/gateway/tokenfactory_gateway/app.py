@@ -35,6 +35,7 @@ class Gateway:
         self.cfg = cfg
         self.metrics = Metrics()
         self._background: set[asyncio.Task] = set()
+        self.in_flight = 0  # proxied requests not yet metered
         self.pool = self.redis = self.session = None
         self.keys = self.limiter = self.meter = self.store = self.routing = self.invalidation = None
 
@@ -98,6 +99,14 @@ class Gateway:
     @staticmethod
     def log_background_error(exc) -> None:
         LOG.error("rate-limit debit failed: %s", exc)
+
+    async def drain(self, timeout: float = 60.0) -> None:
+        """At shutdown (listener already closed): let proxied requests finish, so each one is metered."""
+        deadline = time.monotonic() + timeout
+        while self.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if self.in_flight:
+            LOG.error("%d request(s) still in flight after %s s of shutdown", self.in_flight, timeout)
 
     async def invalidate_auth(self) -> None:
         """Make every replica re-read keys, tenants and sharing before its next request."""
@@ -173,6 +182,11 @@ def build_app(cfg) -> web.Application:
         await gw.stop()
 
     app.cleanup_ctx.append(lifecycle)
+
+    async def drain(app):
+        await gw.drain(cfg.drain_timeout)
+
+    app.on_shutdown.append(drain)
     app.add_routes(
         [
             web.post("/v1/chat/completions", gw.proxy.chat_completions),

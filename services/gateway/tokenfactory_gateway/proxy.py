@@ -115,10 +115,12 @@ class Proxy:
         log.update(model=model, deployment=dep.name, stream=stream)
         call = Call(self.gw, request, info, dep, scopes, route, stream, t0, started)
         self.gw.metrics.in_flight.inc()
+        self.gw.in_flight += 1
         try:
             body = orjson.dumps(payload) if stream and not wants_usage else raw
             return await call.run(body, strip_usage=stream and not wants_usage)
         finally:
+            self.gw.in_flight -= 1
             self.gw.metrics.in_flight.dec()
             call.finish()
 
