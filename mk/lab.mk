@@ -9,7 +9,9 @@ LAB_PREREQS := $(if $(wildcard mk/k8s-lab.mk),lab-bins) $(if $(wildcard mk/engin
 ## Run the lab (prints what is simulated first, the summary and report paths last).
 lab: bootstrap $(LAB_PREREQS)
 	@start=$$(date +%s); \
-	ansible-playbook -i $(LAB_INVENTORY) lab/site.yml; \
+	ANSIBLE_CALLBACKS_ENABLED=tokenfactory.spark.validation_report ANSIBLE_SHOW_CUSTOM_STATS=true \
+	TOKENFACTORY_VALIDATION_REPORT_DIR=$(ROOT)/reports/lab TOKENFACTORY_VALIDATION_REPORT_NAME=lab \
+	  ansible-playbook -i $(LAB_INVENTORY) lab/site.yml; \
 	echo "lab: done in $$(( $$(date +%s) - start )) s"
 
 ## Stop every lab process and remove its state.

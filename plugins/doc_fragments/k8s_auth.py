@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # Connection and authentication (plugins/module_utils/tf_k8s.py AUTH_ARG_SPEC).
+    # Connection and authentication (tf_k8s.py AUTH_ARG_SPEC), namespace, action group membership.
     DOCUMENTATION = r"""
 options:
   kubeconfig:
@@ -59,19 +59,21 @@ options:
     description: Seconds to wait for each API request.
     type: int
     default: 30
+  namespace:
+    description: Namespace of the Token Factory objects.
+    type: str
+    default: default
+attributes:
+  action_group:
+    description: Use C(group/tokenfactory.spark.token_factory) in C(module_defaults) to set auth options.
+    support: full
+    membership:
+      - tokenfactory.spark.token_factory
 requirements:
   - kubernetes >= 30.0.0 (Python client; pinned in the collection's requirements.txt)
 notes:
   - "Set these once for all Token Factory modules with
     C(module_defaults: {group/tokenfactory.spark.token_factory: {kubeconfig: ...}})."
-"""
-
-    NAMESPACE = r"""
-options:
-  namespace:
-    description: Namespace of the Token Factory objects.
-    type: str
-    default: default
 """
 
     # Object modules: one named object, present or absent, optionally waited for.
@@ -105,11 +107,6 @@ attributes:
   diff_mode:
     description: Returns before/after of each object it would change (secret data hidden).
     support: full
-  action_group:
-    description: Use C(group/tokenfactory.spark.token_factory) in C(module_defaults) to set auth options.
-    support: full
-    membership:
-      - tokenfactory.spark.token_factory
 """
 
     INFO = r"""
@@ -129,9 +126,4 @@ attributes:
   diff_mode:
     description: Read-only; nothing to diff.
     support: N/A
-  action_group:
-    description: Use C(group/tokenfactory.spark.token_factory) in C(module_defaults) to set auth options.
-    support: full
-    membership:
-      - tokenfactory.spark.token_factory
 """

@@ -22,6 +22,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import (
     require_kubernetes,
     type_of,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_render import owner_reference
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import ValidationError, dns_subdomain
 
 INFO_ARG_SPEC = {"namespace": {"type": "str", "default": "default"}}
@@ -223,6 +224,21 @@ class TokenFactoryModule:
         self.note(f"{describe_what}: done after {time.monotonic() - started:.1f}s")
         return value
 
+    def run_object(self, rtype, result_key, used_by, present):
+        """Body of the object modules: check name and CRD; state=absent deletes the object unless
+        used_by=(users_type, spec_field) objects still point at it; else present(name, namespace)."""
+
+        def body():
+            name, namespace = dns_subdomain("name", self.params["name"]), self.params["namespace"]
+            self.require_crd(rtype.plural)
+            if self.params["state"] == "absent":
+                self.refuse_if_used(rtype.kind, name, *used_by)
+                self.remove(rtype, name, namespace, wait=self.params["wait"])
+                return {result_key: {}}
+            return present(name, namespace)
+
+        self.run(body)
+
     def refuse_if_used(self, kind, name, users_type, spec_field):
         """Deleting an object others point at would leave them dangling: refuse, naming the users."""
         users = [
@@ -246,16 +262,7 @@ class TokenFactoryModule:
                 "name": name,
                 "namespace": owner["metadata"]["namespace"],
                 "labels": {"app.kubernetes.io/managed-by": "tokenfactory.spark"},
-                "ownerReferences": [
-                    {
-                        "apiVersion": owner["apiVersion"],
-                        "kind": owner["kind"],
-                        "name": owner["metadata"]["name"],
-                        "uid": owner["metadata"]["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [owner_reference(owner)],
             },
             "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()},
         }

@@ -51,12 +51,12 @@ def selector_labels(md_name):
     return {"tokenfactory.io/model-deployment": md_name, "app.kubernetes.io/component": "inference"}
 
 
-def owner_reference(md):
+def owner_reference(owner):
     return {
-        "apiVersion": md["apiVersion"],
-        "kind": md["kind"],
-        "name": md["metadata"]["name"],
-        "uid": md["metadata"]["uid"],
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
         "controller": True,
         "blockOwnerDeletion": True,
     }
@@ -76,6 +76,18 @@ def image_of(spec):
     return f"{spec.get('image') or default_image}:{spec.get('version') or default_version}"
 
 
+def sizing_args(spec, plan):
+    """Context length, memory share and tensor parallelism: the same flags for vLLM and Dynamo workers."""
+    return [
+        "--max-model-len",
+        str(plan["contextLength"]),
+        "--gpu-memory-utilization",
+        str(plan["gpuMemoryUtilization"]),
+        "--tensor-parallel-size",
+        str(spec["gpusPerReplica"]),
+    ]
+
+
 def vllm_args(spec, model, plan):
     """Arguments of `vllm serve` (model source first)."""
     source = model["source"]
@@ -87,12 +99,7 @@ def vllm_args(spec, model, plan):
         "0.0.0.0",  # noqa: S104 - the container serves its pod IP
         "--port",
         str(ENGINE_PORT),
-        "--max-model-len",
-        str(plan["contextLength"]),
-        "--gpu-memory-utilization",
-        str(plan["gpuMemoryUtilization"]),
-        "--tensor-parallel-size",
-        str(spec["gpusPerReplica"]),
+        *sizing_args(spec, plan),
         "--enable-prefix-caching" if spec.get("prefixCaching", True) else "--no-enable-prefix-caching",
     ]
     if model.get("revision"):
@@ -341,12 +348,7 @@ def dynamo_graph(md, model, provider, plan):
         model["source"],
         "--served-model-name",
         model["servedName"],
-        "--max-model-len",
-        str(plan["contextLength"]),
-        "--gpu-memory-utilization",
-        str(plan["gpuMemoryUtilization"]),
-        "--tensor-parallel-size",
-        str(spec["gpusPerReplica"]),
+        *sizing_args(spec, plan),
         *spec.get("extraArgs", []),
     ]
     env = credential_env(provider) + [{"name": e["name"], "value": e.get("value", "")} for e in spec.get("env", [])]

@@ -38,7 +38,6 @@ options:
     type: str
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
-  - tokenfactory.spark.k8s_auth.namespace
   - tokenfactory.spark.k8s_auth.object
 """
 
@@ -103,7 +102,7 @@ inventory:
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_inventory import inventory
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import COMPUTE_CLUSTER, ENDPOINT, NODE
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import TokenFactoryModule, tf_object
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import ValidationError, dns_subdomain
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import ValidationError
 
 LABEL_VALUE_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -143,14 +142,8 @@ def main():
         }
     )
 
-    def body():
+    def present(name, namespace):
         params = tfm.params
-        name, namespace = dns_subdomain("name", params["name"]), params["namespace"]
-        tfm.require_crd("computeclusters")
-        if params["state"] == "absent":
-            tfm.refuse_if_used("ComputeCluster", name, ENDPOINT, "computeCluster")
-            tfm.remove(COMPUTE_CLUSTER, name, namespace, wait=params["wait"])
-            return {"compute_cluster": {}}
         found = discover(tfm)
         spec = {"profile": params["profile"], "nodeSelector": {k: str(v) for k, v in params["node_selector"].items()}}
         if params["description"]:
@@ -160,7 +153,7 @@ def main():
         stored = tfm.write_status(applied, status)
         return {"compute_cluster": stored, "inventory": found}
 
-    tfm.run(body)
+    tfm.run_object(COMPUTE_CLUSTER, "compute_cluster", (ENDPOINT, "computeCluster"), present)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ options:
     default: 120
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
-  - tokenfactory.spark.k8s_auth.namespace
 notes:
   - CRDs are cluster-scoped; O(namespace) is accepted (and ignored) so that C(module_defaults) of the action group
     can set it for every module.
@@ -50,11 +49,6 @@ attributes:
   diff_mode:
     description: Returns before/after of each CRD it would change.
     support: full
-  action_group:
-    description: Use C(group/tokenfactory.spark.token_factory) in C(module_defaults) to set auth options.
-    support: full
-    membership:
-      - tokenfactory.spark.token_factory
 """
 
 EXAMPLES = r"""

@@ -60,7 +60,6 @@ options:
     type: str
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
-  - tokenfactory.spark.k8s_auth.namespace
   - tokenfactory.spark.k8s_auth.object
 """
 
@@ -165,14 +164,8 @@ def main():
         mutually_exclusive=[("tls_secret", "tls_cert")],
     )
 
-    def body():
+    def present(name, namespace):
         params = tfm.params
-        name, namespace = dns_subdomain("name", params["name"]), params["namespace"]
-        tfm.require_crd("endpoints")
-        if params["state"] == "absent":
-            tfm.refuse_if_used("Endpoint", name, MODEL_DEPLOYMENT, "endpoint")
-            tfm.remove(ENDPOINT, name, namespace, wait=params["wait"])
-            return {"endpoint": {}}
         hostname = params["hostname"].lower()
         if len(hostname) > 253 or ("." not in hostname and hostname != "localhost"):
             raise ValidationError(
@@ -209,7 +202,7 @@ def main():
             result["tls_secret"] = secret_name
         return result
 
-    tfm.run(body)
+    tfm.run_object(ENDPOINT, "endpoint", (MODEL_DEPLOYMENT, "endpoint"), present)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,6 @@ options:
         choices: [float32, bfloat16, float16, fp8, nvfp4, int4]
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
-  - tokenfactory.spark.k8s_auth.namespace
   - tokenfactory.spark.k8s_auth.object
 """
 
@@ -119,7 +118,6 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module impor
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import (
     ValidationError,
     decimal_string,
-    dns_subdomain,
     model_source,
     positive_range,
     served_name,
@@ -175,14 +173,8 @@ def main():
         required_if=[("state", "present", ["provider", "source"])],
     )
 
-    def body():
+    def present(name, namespace):
         params = tfm.params
-        name, namespace = dns_subdomain("name", params["name"]), params["namespace"]
-        tfm.require_crd("models")
-        if params["state"] == "absent":
-            tfm.refuse_if_used("Model", name, MODEL_DEPLOYMENT, "model")
-            tfm.remove(MODEL, name, namespace, wait=params["wait"])
-            return {"model": {}}
         provider = tfm.reference(PROVIDER, "provider", params["provider"])
         source = model_source("source", params["source"], provider["spec"]["type"])
         spec = {
@@ -196,7 +188,7 @@ def main():
         stored = tfm.ensure(tf_object("Model", name, namespace, spec))
         return {"model": stored, "served_name": spec["servedName"]}
 
-    tfm.run(body)
+    tfm.run_object(MODEL, "model", (MODEL_DEPLOYMENT, "model"), present)
 
 
 if __name__ == "__main__":

@@ -155,7 +155,7 @@ options:
       per_key:
         description: Per API key.
         type: dict
-        suboptions:
+        suboptions: &limits
           requests_per_minute:
             description: Requests per minute.
             type: int
@@ -165,23 +165,11 @@ options:
       per_tenant:
         description: Per tenant.
         type: dict
-        suboptions:
-          requests_per_minute:
-            description: Requests per minute.
-            type: int
-          tokens_per_minute:
-            description: Tokens (input + output) per minute.
-            type: int
+        suboptions: *limits
       per_deployment:
         description: For the deployment as a whole.
         type: dict
-        suboptions:
-          requests_per_minute:
-            description: Requests per minute.
-            type: int
-          tokens_per_minute:
-            description: Tokens (input + output) per minute.
-            type: int
+        suboptions: *limits
   pricing:
     description: Prices the gateway meters with, as decimal strings.
     type: dict
@@ -217,7 +205,6 @@ options:
     choices: [fail, queue]
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
-  - tokenfactory.spark.k8s_auth.namespace
   - tokenfactory.spark.k8s_auth.object
 notes:
   - The NIM and Dynamo renderings are tested against stand-in CRDs (the operators cannot be installed in the test

@@ -17,7 +17,6 @@ author:
   - Token Factory maintainers (@tokenfactory)
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
-  - tokenfactory.spark.k8s_auth.namespace
   - tokenfactory.spark.k8s_auth.info
 """
 

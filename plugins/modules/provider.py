@@ -41,7 +41,6 @@ options:
     default: token
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
-  - tokenfactory.spark.k8s_auth.namespace
   - tokenfactory.spark.k8s_auth.object
 """
 
@@ -101,14 +100,8 @@ def main():
         required_if=[("state", "present", ["type"])],
     )
 
-    def body():
+    def present(name, namespace):
         params = tfm.params
-        name, namespace = dns_subdomain("name", params["name"]), params["namespace"]
-        tfm.require_crd("providers")
-        if params["state"] == "absent":
-            tfm.refuse_if_used("Provider", name, MODEL, "provider")
-            tfm.remove(PROVIDER, name, namespace, wait=params["wait"])
-            return {"provider": {}}
         spec = {"type": params["type"]}
         if params["display_name"]:
             spec["displayName"] = params["display_name"]
@@ -146,7 +139,7 @@ def main():
             result["credentials_secret"] = secret_name
         return result
 
-    tfm.run(body)
+    tfm.run_object(PROVIDER, "provider", (MODEL, "provider"), present)
 
 
 if __name__ == "__main__":

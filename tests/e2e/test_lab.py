@@ -1,12 +1,18 @@
 """`make lab` as a test: a cold run from clean state, then a warm run that must be fast and change nothing,
 then `make lab-clean`. Runs the real lab (see docs/lab.md for what is simulated)."""
 
+import pathlib
 import re
 import subprocess
 import time
 
 import pytest
 
+from tests.awx.test_awx_style_runs import (  # pylint: disable=unused-import
+    awx_project,  # noqa: F401 - fixture used by name
+    run_job,
+    survey_answers,
+)
 from tests.playbooks.ansible_run import ROOT, ansible_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -76,3 +82,29 @@ def test_dashboard_queries_answered_by_the_real_engine(lab_runs):
     for run in ("cold", "warm"):
         match = re.search(r"Dashboard: (\d+) queries answered with live data", lab_runs[run])
         assert match and int(match.group(1)) >= 24, run
+
+
+def test_validation_summary_and_reports(lab_runs):
+    out = lab_runs["cold"]
+    assert "VALIDATION REPORT" in out
+    assert re.search(r"qwen2-0-5b-instruct\s+localhost\s+32/32", out), "every validation request must succeed"
+    reports = re.search(r"reports: (\S+\.json), (\S+\.xml), (\S+\.html)", out)
+    assert reports, "report paths not printed"
+    for path in reports.groups():
+        assert (ROOT / path).is_file() or pathlib.Path(path).is_file(), path
+
+
+def test_validation_result_published_with_set_stats(lab_runs):
+    stats = lab_runs["cold"].split("CUSTOM STATS")[-1]
+    assert "tf_validation" in stats and "tf_endpoint_base_url" in stats
+
+
+def test_validate_runs_awx_style_with_survey_answers(lab_runs, awx_project, tmp_path):  # noqa: F811 - fixture
+    """validate.yml as an AWX job would run it against the lab: synced project, survey answers, no terminal."""
+    project, env = awx_project
+    answers = survey_answers(
+        tmp_path / "extra_vars.yml", "validate.yml", tf_validate_requests=8, tf_validate_fail_on_breach="false"
+    )
+    proc = run_job(project, env, "playbooks/validate.yml", "inventories/lab/hosts.yml", answers)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "qwen2-0-5b-instruct: 8/8 ok" in proc.stdout
