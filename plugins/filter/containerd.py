@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# Copyright: tokenfactory.spark contributors
+# Apache License 2.0 (see LICENSE)
+"""containerd config schema version for an installed containerd."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: containerd_config_version
+short_description: containerd config schema version (2 for containerd 1.6/1.7, 3 for 2.x)
+version_added: 0.1.0
+description:
+  - Reads the version from C(containerd --version) output (or a bare version string) and returns the
+    config schema that version expects.
+  - Fails for containerd older than 1.6 and for unknown major versions.
+options:
+  _input:
+    description: Output of C(containerd --version) or a version such as C(2.1.4).
+    type: str
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Schema of Debian 12's containerd
+  ansible.builtin.debug:
+    msg: "{{ 'containerd github.com/containerd/containerd 1.6.20~ds1' | tokenfactory.spark.containerd_config_version }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Config schema version.
+  type: int
+  sample: 3
+"""
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+VERSION = re.compile(r"\bv?(\d+)\.(\d+)\.(\d+)")
+
+
+def containerd_config_version(version_output):
+    """`containerd --version` output (or a bare version) -> config schema version (2 or 3)."""
+    match = VERSION.search(str(version_output))
+    if not match:
+        raise AnsibleFilterError(f"cannot find a version in containerd output {version_output!r}")
+    major = int(match.group(1))
+    if major == 1:
+        if int(match.group(2)) < 6:
+            raise AnsibleFilterError(f"containerd {match.group(0)} is too old: 1.6 or newer is required")
+        return 2
+    if major == 2:
+        return 3
+    raise AnsibleFilterError(f"containerd {match.group(0)} is not supported (1.6+ uses config v2, 2.x uses v3)")
+
+
+class FilterModule:
+    def filters(self):
+        return {"containerd_config_version": containerd_config_version}

@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+# Copyright: tokenfactory.spark contributors
+# Apache License 2.0 (see LICENSE)
+"""Command lines for kubeadm init and join."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: kubeadm_join_argv
+short_description: Build a kubeadm join argv from the first control-plane node's print-join-command output
+version_added: 0.1.0
+description:
+  - Parses the output of C(kubeadm token create --print-join-command) and returns the argv list for
+    C(ansible.builtin.command), adding C(--control-plane --certificate-key), C(--node-name) and
+    C(--apiserver-advertise-address) when given. The token never appears in errors.
+  - The collection also provides C(kubeadm_init_argv) (argv for C(kubeadm init --config)) and
+    C(kubeadm_pod_subnet) (podSubnet from the kubeadm-config ConfigMap).
+options:
+  _input:
+    description: Output of C(kubeadm token create --print-join-command).
+    type: str
+    required: true
+  node_name:
+    description: Node name for the joining node.
+    type: str
+  control_plane:
+    description: Join as an additional control-plane node.
+    type: bool
+    default: false
+  certificate_key:
+    description: Key from C(kubeadm init phase upload-certs --upload-certs); required with O(control_plane).
+    type: str
+  advertise_address:
+    description: API server advertise address of a joining control-plane node.
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: Join this worker
+  ansible.builtin.command:
+    argv: "{{ join_output.stdout | tokenfactory.spark.kubeadm_join_argv(node_name=inventory_hostname) }}"
+    creates: /etc/kubernetes/kubelet.conf
+"""
+
+RETURN = r"""
+_value:
+  description: argv list.
+  type: list
+  elements: str
+"""
+
+import re
+
+import yaml
+from ansible.errors import AnsibleFilterError
+
+JOIN = re.compile(
+    r"kubeadm join (?P<endpoint>\S+:\d+) --token (?P<token>[a-z0-9]{6}\.[a-z0-9]{16})"
+    r"\s+--discovery-token-ca-cert-hash (?P<hash>sha256:[a-f0-9]{64})"
+)
+
+
+def kubeadm_join_argv(output, node_name=None, control_plane=False, certificate_key=None, advertise_address=None):
+    match = JOIN.search(" ".join(str(output).replace("\\\n", " ").split()))
+    if not match:
+        raise AnsibleFilterError(
+            "kubeadm token create --print-join-command printed no 'kubeadm join ENDPOINT --token T "
+            "--discovery-token-ca-cert-hash sha256:H' line (output withheld: it carries a token)"
+        )
+    argv = [
+        "kubeadm",
+        "join",
+        match["endpoint"],
+        "--token",
+        match["token"],
+        "--discovery-token-ca-cert-hash",
+        match["hash"],
+    ]
+    if control_plane:
+        if not certificate_key or not re.fullmatch(r"[a-f0-9]{64}", certificate_key):
+            raise AnsibleFilterError("control-plane join needs certificate_key: 64 hex characters from upload-certs")
+        argv += ["--control-plane", "--certificate-key", certificate_key]
+        if advertise_address:
+            argv += ["--apiserver-advertise-address", advertise_address]
+    if node_name:
+        argv += ["--node-name", node_name]
+    return argv
+
+
+def kubeadm_init_argv(config_path, upload_certs=False, skip_phases=None):
+    argv = ["kubeadm", "init", "--config", str(config_path)]
+    if upload_certs:
+        argv.append("--upload-certs")
+    if skip_phases:
+        argv.append("--skip-phases=" + ",".join(skip_phases))
+    return argv
+
+
+def kubeadm_pod_subnet(configmaps):
+    """podSubnet from the kubeadm-config ConfigMap (a k8s_info resources list or one ConfigMap)."""
+    items = configmaps if isinstance(configmaps, list) else [configmaps]
+    if not items or not items[0]:
+        raise AnsibleFilterError("kube-system/kubeadm-config not found: is this a kubeadm cluster?")
+    text = (items[0].get("data") or {}).get("ClusterConfiguration", "")
+    subnet = ((yaml.safe_load(text) or {}).get("networking") or {}).get("podSubnet")
+    if not subnet:
+        raise AnsibleFilterError("kubeadm ClusterConfiguration has no networking.podSubnet")
+    return subnet
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "kubeadm_join_argv": kubeadm_join_argv,
+            "kubeadm_init_argv": kubeadm_init_argv,
+            "kubeadm_pod_subnet": kubeadm_pod_subnet,
+        }
