@@ -17,6 +17,7 @@ import asyncio
 import os
 import pathlib
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -181,7 +182,7 @@ def main() -> int:
     levels = [int(s) for s in args.streams.split(",")]
     skip = set(filter(None, args.skip.split(",")))
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="tf-bench-gw-"))
-    cleanup = []
+    cleanup = [lambda: shutil.rmtree(workdir, ignore_errors=True)]
     try:
         upstream = SyntheticUpstream(model=MODEL, subprocess=True, ttft_ms=args.ttft_ms, itl_ms=args.itl_ms,
                                      output_tokens=16)  # fmt: skip
