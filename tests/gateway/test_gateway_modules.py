@@ -61,8 +61,8 @@ def test_modules_are_idempotent_check_mode_safe_and_show_the_key_once(gateway_fa
         wait_for(lambda: gw.sql("SELECT count(*) FROM usage_records") == "1", 10, "ledger row")
         usage = {"tokenfactory.spark.usage_info": {"tenant": "acme", "group_by": ["tenant", "key", "model"]}}
         revoke = {"tokenfactory.spark.api_key": {"tenant": "acme", "name": "ci", "state": "absent"}}
-        last = run_tasks(gw, tmp_path, [{"name": "usage", **usage}, {"name": "revoke", **revoke},
-                                           {"name": "revoke_again", **revoke}])[0]  # fmt: skip
+        tasks = [{"name": "usage", **usage}, {"name": "revoke", **revoke}, {"name": "revoke_again", **revoke}]
+        last = run_tasks(gw, tmp_path, tasks)[0]
         row = last["usage"]["usage"][0]
         assert (row["key_name"], row["completion_tokens"]) == ("ci", reply.usage.completion_tokens)
         assert last["revoke"]["changed"] and not last["revoke_again"]["changed"]
