@@ -244,7 +244,8 @@ def distributions(records):
 
 
 def throughput_series(records, t0, t_end, max_points=60):
-    """Output tokens/s and active requests over time in equal bins (tokens spread evenly over chunks)."""
+    """Output tokens/s per bin (tokens spread evenly over a request's chunks) and requests in flight at each
+    bin's midpoint."""
     span = max(t_end - t0, 1e-3)
     width = next((w for w in (0.25, 0.5, 1, 2, 5, 10, 30, 60, 300) if span / w <= max_points), span / max_points)
     size = math.ceil(span / width) or 1
@@ -254,11 +255,11 @@ def throughput_series(records, t0, t_end, max_points=60):
             per_chunk = record.output_tokens / len(record.chunk_times)
             for t in record.chunk_times:
                 tokens[min(size - 1, int((t - t0) / width))] += per_chunk
-        if record.start:
+        if record.error_kind != "not_sent":  # in flight at the bin's midpoint
             end = record.end or t_end
-            first = max(0, int((record.start - t0) / width))
-            for b in range(first, min(size - 1, int((end - t0) / width)) + 1):
-                active[b] += 1
+            for b in range(size):
+                if record.start <= t0 + (b + 0.5) * width < end:
+                    active[b] += 1
     return {
         "bin_s": width,
         "t_s": [round((i + 0.5) * width, 3) for i in range(size)],
@@ -273,7 +274,7 @@ def request_rows(records, t0, with_chunks=False):
     for r in records:
         row = {
             "index": r.index,
-            "start_ms": round((r.start - t0) * 1000, 3) if r.start else None,
+            "start_ms": round((r.start - t0) * 1000, 3) if r.error_kind != "not_sent" else None,
             "ttft_ms": round(r.ttft * 1000, 3) if r.chunk_times else None,
             "e2el_ms": round(r.e2e * 1000, 3) if r.chunk_times else None,
             "end_ms": round((r.end - t0) * 1000, 3) if r.end else None,

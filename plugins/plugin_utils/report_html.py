@@ -19,7 +19,8 @@ td,th{border:1px solid #e2e8f0;padding:4px 8px;font-size:13px;text-align:right}
 th{background:#f7fafc}td:first-child,th:first-child{text-align:left}
 .pass{color:#276749;font-weight:bold}.fail{color:#c53030;font-weight:bold}
 .charts{display:flex;flex-wrap:wrap;gap:12px}.charts svg{border:1px solid #edf2f7;background:#fff}
-.note{color:#4a5568;font-size:12px}dt{font-weight:bold;font-size:13px}dd{font-size:13px;margin:0 0 6px 16px}
+.note{color:#4a5568;font-size:12px}.facts td{text-align:left}
+dt{font-weight:bold;font-size:13px}dd{font-size:13px;margin:0 0 6px 16px}
 """
 
 
@@ -261,7 +262,11 @@ def _hosts(doc):
     for host, facts in sorted(doc["hosts"].items()):
         text = ", ".join(f"{escape(str(k))}={escape(str(v))}" for k, v in facts.items())
         rows.append([escape(host), text])
-    return _table(["host", "facts"], rows) if rows else '<p class="note">No facts gathered.</p>'
+    return (
+        f'<div class="facts">{_table(["host", "facts"], rows)}</div>'
+        if rows
+        else '<p class="note">No facts gathered.</p>'
+    )
 
 
 def _definitions(doc):

@@ -114,6 +114,8 @@ def test_peak_rates_and_series(timeline):
     assert series["bin_s"] == 0.25 and len(series["t_s"]) == 10
     tokens = sum(v * series["bin_s"] for v in series["output_tokens_per_s"])
     assert tokens == pytest.approx(9)  # every output token lands in some bin
+    # in flight at bin midpoints: request 0 at 0.125 s, request 1 at 1.125 s; the others end before one
+    assert series["active_requests"] == [1, 0, 0, 0, 1, 0, 0, 0, 0, 0]
 
 
 def test_histogram_and_rows(timeline):
