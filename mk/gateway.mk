@@ -1,5 +1,5 @@
 # Gateway service (services/gateway): its test tier and the overhead benchmark.
-.PHONY: gateway-deps test-gateway bench-gateway
+.PHONY: gateway-deps test-gateway test-gateway-engine test-gateway-lab bench-gateway
 GATEWAY_DEPS_STAMP := $(ROOT)/.cache/bootstrap/gateway-deps
 
 ## Gateway runtime deps in the dev venv (bootstrap installs them too; this catches pin changes).
@@ -18,3 +18,15 @@ bench-gateway: gateway-deps
 	nice -n 5 $(VENV)/bin/python tests/bench/gateway_overhead.py
 
 TEST_TIERS += test-gateway
+
+## The gateway in front of the real CPU vLLM engine (needs `make engine`, cached).
+test-gateway-engine: gateway-deps engine
+	$(PYTEST) -m "gateway and engine" -p no:cacheprovider tests/gateway
+
+TEST_TIERS += test-gateway-engine
+
+## Routing from ModelDeployment objects in the real lab API server (needs `make lab-bins`, cached).
+test-gateway-lab: gateway-deps lab-bins
+	$(PYTEST) -m "gateway and lab" -p no:cacheprovider tests/gateway
+
+TEST_TIERS += test-gateway-lab

@@ -20,4 +20,4 @@ lab-clean: bootstrap
 
 ## The lab as its own test (marker e2e): cold run, then a warm run that must change nothing.
 test-e2e: bootstrap $(LAB_PREREQS)
-	$(PYTEST) -m e2e -p no:cacheprovider tests/e2e
+	$(PYTEST) -m e2e -p no:cacheprovider -rP tests/e2e

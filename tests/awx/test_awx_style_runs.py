@@ -109,3 +109,12 @@ def test_remove_deployment_rejects_a_bad_name_before_calling_the_api(awx_project
     proc = run_job(project, env, "playbooks/remove_deployment.yml", "inventories/spark-single/hosts.yml", answers)
     assert proc.returncode != 0
     assert "tf_model_deployment must name an existing ModelDeployment" in proc.stdout
+
+
+def test_add_node_refuses_a_host_outside_the_workers_group(awx_project, tmp_path):
+    project, env = awx_project
+    answers = survey_answers(tmp_path / "extra_vars.yml", "add_node.yml")
+    proc = run_job(project, env, "playbooks/add_node.yml", "inventories/spark-single/hosts.yml", answers)
+    assert proc.returncode != 0
+    assert "tf_new_node must name a host of the workers group (none; got spark-02)" in proc.stdout
+    assert "spark-01" not in proc.stdout.split("PLAY RECAP")[-1], "a Spark host was contacted"

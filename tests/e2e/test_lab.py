@@ -13,7 +13,7 @@ from tests.awx.test_awx_style_runs import (  # pylint: disable=unused-import
     run_job,
     survey_answers,
 )
-from tests.playbooks.ansible_run import ROOT, ansible_env
+from tests.playbooks.ansible_run import ROOT, ansible_env, run_playbook
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(3600)]
 FIELDS = ("ok", "changed", "unreachable", "failed")
@@ -108,3 +108,25 @@ def test_validate_runs_awx_style_with_survey_answers(lab_runs, awx_project, tmp_
     proc = run_job(project, env, "playbooks/validate.yml", "inventories/lab/hosts.yml", answers)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "qwen2-0-5b-instruct: 8/8 ok" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("target", "expected", "ok"),
+    [
+        ("1.38.0", "Cannot upgrade 1.36.3 -> 1.38.0: kubeadm upgrades one minor version at a time", False),
+        ("1.35.9", "Cannot upgrade 1.36.3 -> 1.35.9", False),
+        ("1.37.0", "Upgrading 1.36.3 -> 1.37.0", True),
+    ],
+)
+def test_upgrade_plan_against_the_lab_api_server(lab_runs, target, expected, ok):
+    """The version check reads the real API server (v1.36.3); the lab has no kubeadm hosts to upgrade."""
+    proc = run_playbook(
+        ROOT / "playbooks/upgrade.yml",
+        "-i",
+        ROOT / "inventories/lab/hosts.yml",
+        "-e",
+        f"tf_kubernetes_upgrade_version={target}",
+        check=False,
+    )
+    assert (proc.returncode == 0) is ok, proc.stdout[-3000:]
+    assert expected in proc.stdout

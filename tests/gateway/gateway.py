@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import urllib.request
 
 import yaml
 
-from .services import free_port, wait_for
+from .services import ProcessDied, free_port, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVICE_DIR = ROOT / "services" / "gateway"
@@ -106,6 +107,7 @@ class Gateway:
     def stop(self) -> None:
         for replica in self.replicas:
             replica.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Replica:
@@ -128,7 +130,7 @@ class Replica:
 
     def _ready(self) -> bool:
         if self.proc.poll() is not None:
-            raise RuntimeError(f"gateway exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+            raise ProcessDied(f"gateway exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
         return self.request("GET", "/ready")[0] == 200
 
     def request(self, method, path, body=None, token=None):

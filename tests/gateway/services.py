@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
 import shutil
@@ -21,6 +20,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class ProcessDied(RuntimeError):
+    """Raised by readiness checks when the process they wait for has exited: stop waiting."""
+
+
 def wait_for(check, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while True:
@@ -28,6 +31,8 @@ def wait_for(check, timeout: float, what: str):
             result = check()
             if result:
                 return result
+        except ProcessDied:
+            raise
         except Exception:  # noqa: S110 - not up yet
             pass
         if time.monotonic() > deadline:
@@ -118,9 +123,12 @@ class RedisServer:
         )
         return out.stdout.strip()
 
-    def stop(self):
-        if self.proc:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.terminate()
+    def halt(self):
+        """Stop the server (start() brings it back, empty: it keeps no data)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
             self.proc.wait(15)
+
+    def stop(self):
+        self.halt()
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -5,6 +5,7 @@ real processes (tests/gateway/services.py).
 """
 
 import json
+import socket
 import time
 import urllib.request
 
@@ -14,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.engine.synthetic import SyntheticUpstream, completion_text
 from tests.gateway.gateway import deployment_objects
-from tests.gateway.services import free_port, wait_for
+from tests.gateway.gateway import Gateway
+from tests.gateway.services import RedisServer, wait_for
 
 pytestmark = pytest.mark.gateway
 MODEL, OTHER = "tiny-qwen2", "secret-model"
@@ -160,8 +162,9 @@ def test_bad_input_gets_openai_style_errors_and_the_process_survives(gw):
 
 
 def test_upstream_down_and_timeout_answer_502_and_504(gateway_factory):
-    dead = f"http://127.0.0.1:{free_port()}"
-    with SyntheticUpstream(model="slow", ttft_ms=3000) as slow:
+    with socket.socket() as closed, SyntheticUpstream(model="slow", ttft_ms=3000) as slow:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused, the port stays ours
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
         objects = deployment_objects("dead", "dead", dead) + deployment_objects("slow", "slow", slow.base_url)
         gw = gateway_factory(objects, upstream_read_timeout=0.5)
         c = client(gw, gw.create_key("acme"))
@@ -251,3 +254,29 @@ def test_routing_changes_apply_without_restart(gw, upstream):
     c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4)
     wait_ledger(gw, 1)
     assert gw.sql("SELECT currency, cost FROM usage_records") == "EUR|0.000014"
+
+
+def test_redis_outage_fails_closed_and_recovers(postgres_server, upstream):
+    redis = RedisServer().start()
+    gw = Gateway(postgres_server, redis, deployment_objects("tiny", MODEL, upstream.base_url, tenants=["acme"]))
+    try:
+        gw.add_replica()
+        c = client(gw, gw.create_key("acme"))
+        assert c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1).choices
+        redis.halt()  # no way to learn about revocations now: refuse rather than trust the cache
+
+        def refused():
+            try:
+                c.models.list()
+            except openai.APIStatusError as err:
+                return err.status_code == 503 and err.body["code"] == "redis_unavailable"
+            return False
+
+        wait_for(refused, 10, "503 while Redis is down")
+        redis.start()
+        wait_for(
+            lambda: c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1).choices, 15, "recovery"
+        )
+    finally:
+        gw.stop()
+        redis.stop()

@@ -93,7 +93,10 @@ def test_restart_during_load_loses_no_usage(gateway_factory, upstream):
     asyncio.run(load_then_sigterm())
     assert replica.proc.wait(60) == 0
     rows_after_stop = ledger_totals(gw)
-    assert rows_after_stop.split("|", 1)[1] == upstream_totals(upstream), "everything the upstream generated is metered"
+    metered = rows_after_stop.split("|", 1)[1]
+    assert metered == upstream_totals(upstream), (
+        "not everything the upstream generated is metered:\n" + gw.logs()[-3000:]
+    )
     replica.start()
     asyncio.run(mixed_load([replica.url], key, 20))
     wait_for(lambda: ledger_totals(gw).split("|", 1)[1] == upstream_totals(upstream), 30, "ledger after restart")

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from . import errors, schema, usage
 from .admin import Admin
+from .invalidation import AuthInvalidation
 from .keys import KeyCache
 from .metering import MeterWriter
 from .metrics import Metrics
@@ -34,8 +35,9 @@ class Gateway:
         self.cfg = cfg
         self.metrics = Metrics()
         self._background: set[asyncio.Task] = set()
+        self.in_flight = 0  # proxied requests not yet metered
         self.pool = self.redis = self.session = None
-        self.keys = self.limiter = self.meter = self.store = self.routing = None
+        self.keys = self.limiter = self.meter = self.store = self.routing = self.invalidation = None
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -48,7 +50,11 @@ class Gateway:
         self.keys = KeyCache(self.pool, pepper, cfg.auth_cache_seconds)
         self.limiter = RateLimiter(self.redis, cfg.redis_key_prefix)
         self.store = Store(self.pool, pepper)
-        self.meter = MeterWriter(self.pool, cfg.spool_dir, cfg.metering_batch_size, self.metrics)
+        self.invalidation = AuthInvalidation(self.redis, cfg.redis_key_prefix, self.keys)
+        await self.invalidation.start()
+        self.meter = MeterWriter(
+            self.pool, cfg.spool_dir, cfg.metering_batch_size, cfg.metering_flush_interval, self.metrics
+        )
         await self.meter.start()
         self.routing = RoutingRefresher(
             make_source(cfg), cfg.routing_endpoint, cfg.routing_refresh_seconds, self.metrics
@@ -66,6 +72,8 @@ class Gateway:
     async def stop(self) -> None:
         if self.routing:
             await self.routing.stop()
+        if self.invalidation:
+            await self.invalidation.stop()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self.meter:
@@ -92,9 +100,18 @@ class Gateway:
     def log_background_error(exc) -> None:
         LOG.error("rate-limit debit failed: %s", exc)
 
+    async def drain(self, timeout: float = 60.0) -> None:
+        """At shutdown (listener already closed): let proxied requests finish, so each one is metered."""
+        deadline = time.monotonic() + timeout
+        while self.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if self.in_flight:
+            LOG.error("%d request(s) still in flight after %s s of shutdown", self.in_flight, timeout)
+
     async def invalidate_auth(self) -> None:
         """Make every replica re-read keys, tenants and sharing before its next request."""
-        await self.limiter.bump_epoch()
+        if not await self.invalidation.publish():
+            LOG.error("some replica did not confirm the auth change; it re-checks on its next Redis contact")
 
 
 @web.middleware
@@ -165,6 +182,11 @@ def build_app(cfg) -> web.Application:
         await gw.stop()
 
     app.cleanup_ctx.append(lifecycle)
+
+    async def drain(app):
+        await gw.drain(cfg.drain_timeout)
+
+    app.on_shutdown.append(drain)
     app.add_routes(
         [
             web.post("/v1/chat/completions", gw.proxy.chat_completions),

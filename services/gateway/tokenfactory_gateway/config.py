@@ -39,6 +39,7 @@ class Config:
     drain_timeout: float = 120.0  # after a client disconnect, keep reading upstream this long for usage
     auth_cache_seconds: float = 30.0
     metering_batch_size: int = 1000
+    metering_flush_interval: float = 0.1  # seconds a record may wait to share an insert (lost on a hard kill)
     spool_dir: str = "/var/lib/tokenfactory-gateway/spool"
     access_log: bool = True
     log_level: str = "INFO"

@@ -1,9 +1,9 @@
 """API keys: random, shown once, stored as HMAC-SHA256(pepper, key), checked in constant time.
 
-Validated keys are cached per replica. Every request asks Redis for the auth epoch in the same round
-trip as its rate-limit check (see ratelimit.py); admin changes that take rights away (revoke, delete,
-unshare, limit change) bump the epoch, and a replica that sees a new epoch drops its whole cache
-before answering. Revocation is therefore effective for the next request on every replica.
+Validated keys are cached per replica. Admin changes that take rights away (revoke, delete, unshare,
+limit change) bump an auth epoch; a replica that sees a new epoch drops its whole cache. It sees it by
+push (invalidation.py, acknowledged before the admin call returns) or, with rate limits or while the
+push channel is down, in the same Redis call as the rate-limit check (ratelimit.py).
 """
 
 from __future__ import annotations
@@ -84,10 +84,12 @@ class KeyCache:
         if hit is not None and hit[1] > now:
             info = hit[0]
         else:
+            epoch = self.epoch
             info = await self._load(digest)
-            if len(self._entries) >= CACHE_MAX_ENTRIES:
-                self._entries.clear()
-            self._entries[digest] = (info, now + (self.ttl if info else NEGATIVE_CACHE_SECONDS))
+            if epoch == self.epoch:  # a flush during the read may mean the row is already outdated
+                if len(self._entries) >= CACHE_MAX_ENTRIES:
+                    self._entries.clear()
+                self._entries[digest] = (info, now + (self.ttl if info else NEGATIVE_CACHE_SECONDS))
         if info is None or info.expired(time.time()):
             return None
         return info

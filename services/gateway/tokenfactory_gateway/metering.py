@@ -1,7 +1,8 @@
 """Durable usage ledger: records are group-committed to PostgreSQL by one background writer.
 
-A record is queued when its response ends (including client disconnects). The writer inserts whatever
-accumulated while the previous insert ran (no timer), idempotently by request id. If PostgreSQL is
+A record is queued when its response ends (including client disconnects). The writer inserts what
+accumulated during the last `flush_interval` (or as soon as `batch_size` records wait), idempotently by
+request id, so a busy gateway does one insert per interval instead of one per request. If PostgreSQL is
 unreachable the batch is appended to a local spool file (fsync'ed) and replayed later; on shutdown
 the queue is flushed (or spooled) before the process exits.
 """
@@ -104,8 +105,9 @@ def _jsonable(value):
 
 
 class MeterWriter:
-    def __init__(self, pool, spool_dir: str, batch_size: int, metrics):
+    def __init__(self, pool, spool_dir: str, batch_size: int, flush_interval: float, metrics):
         self.pool, self.batch_size, self.metrics = pool, batch_size, metrics
+        self.flush_interval = flush_interval
         self.spool = pathlib.Path(spool_dir) / "usage.jsonl"
         self._queue: list[UsageRecord] = []
         self._wake = asyncio.Event()
@@ -114,8 +116,8 @@ class MeterWriter:
 
     def record(self, rec: UsageRecord) -> None:
         self._queue.append(rec)
-        self.metrics.meter_pending.set(len(self._queue))
-        self._wake.set()
+        if len(self._queue) == 1 or len(self._queue) >= self.batch_size:
+            self._wake.set()
 
     async def start(self) -> None:
         await self.replay_spool()
@@ -133,6 +135,9 @@ class MeterWriter:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=RETRY_SECONDS if self.spool.exists() else None)
             self._wake.clear()
+            if len(self._queue) < self.batch_size and not self._closing:
+                await asyncio.sleep(self.flush_interval)  # let the batch fill
+            self.metrics.meter_pending.set(len(self._queue))
             await self._flush_all()
             if self.spool.exists():
                 await self.replay_spool()

@@ -52,7 +52,42 @@ class Metrics:
             "tf_gateway_metering_pending_records", "Usage records not yet in PostgreSQL", registry=r
         )
         self.meter_spooled = Counter("tf_gateway_metering_spooled_records", "Usage records spooled to disk", registry=r)
+        self._routes: dict[tuple[str, str], RouteMetrics] = {}
         self.meter_written = Counter("tf_gateway_metering_written_records", "Usage records written", registry=r)
+
+    def route(self, model: str, tenant: str) -> RouteMetrics:
+        """Label children for one (model, tenant), created once: labels() lookups cost more than the updates."""
+        found = self._routes.get((model, tenant))
+        if found is None:
+            found = self._routes[model, tenant] = RouteMetrics(self, model, tenant)
+        return found
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class RouteMetrics:
+    __slots__ = ("_m", "_statuses", "completion", "cost", "disconnects", "itl", "labels", "latency", "prompt", "ttft")
+
+    def __init__(self, metrics: Metrics, model: str, tenant: str):
+        self._m, self.labels = metrics, (model, tenant)
+        self.prompt = metrics.tokens.labels(model, tenant, "prompt")
+        self.completion = metrics.tokens.labels(model, tenant, "completion")
+        self.latency = metrics.latency.labels(model, tenant)
+        self.ttft = metrics.ttft.labels(model, tenant)
+        self.itl = metrics.itl.labels(model, tenant)
+        self.disconnects = metrics.client_disconnects.labels(model, tenant)
+        self.cost: dict[str, Counter] = {}
+        self._statuses: dict[int, Counter] = {}
+
+    def request(self, status: int):
+        child = self._statuses.get(status)
+        if child is None:
+            child = self._statuses[status] = self._m.requests.labels(*self.labels, str(status))
+        return child
+
+    def cost_in(self, currency: str):
+        child = self.cost.get(currency)
+        if child is None:
+            child = self.cost[currency] = self._m.cost.labels(*self.labels, currency)
+        return child

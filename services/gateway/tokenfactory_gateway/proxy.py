@@ -46,6 +46,11 @@ class Proxy:
         for _attempt in range(3):
             dep = None if model is None else gw.routing.table.resolve(model, info.tenant, info.granted_models)
             scopes = scopes_for(gw.cfg.redis_key_prefix, info, dep) if dep else []
+            if not scopes and gw.invalidation.live:
+                # No limits to count, and pushed invalidation is up: nothing to ask Redis.
+                if dep is None and model is not None:
+                    raise errors.model_not_found(model)
+                return info, dep, scopes
             try:
                 verdict = await gw.limiter.admit(scopes, gw.keys.epoch)
             except Exception as exc:
@@ -110,10 +115,12 @@ class Proxy:
         log.update(model=model, deployment=dep.name, stream=stream)
         call = Call(self.gw, request, info, dep, scopes, route, stream, t0, started)
         self.gw.metrics.in_flight.inc()
+        self.gw.in_flight += 1
         try:
             body = orjson.dumps(payload) if stream and not wants_usage else raw
             return await call.run(body, strip_usage=stream and not wants_usage)
         finally:
+            self.gw.in_flight -= 1
             self.gw.metrics.in_flight.dec()
             call.finish()
 
@@ -176,8 +183,7 @@ class Call:
         await resp.prepare(self.request)
         deadline = None
         last = None
-        metrics = self.gw.metrics
-        itl = metrics.itl.labels(self.dep.model, self.info.tenant)
+        itl = self.gw.metrics.route(self.dep.model, self.info.tenant).itl
         try:
             async for chunk in upstream.content.iter_any():
                 out = sse.feed(chunk)
@@ -274,18 +280,18 @@ class Call:
         )
         if prompt + completion and not self.debited:
             gw.spawn(gw.limiter.debit(self.scopes, prompt + completion))
-        m, labels = gw.metrics, (dep.model, info.tenant)
-        m.requests.labels(*labels, str(status)).inc()
+        m = gw.metrics.route(dep.model, info.tenant)
+        m.request(status).inc()
         if status >= 400 or self.error:
-            m.errors.labels(*labels, self.error or str(status)).inc()
-        m.tokens.labels(*labels, "prompt").inc(prompt)
-        m.tokens.labels(*labels, "completion").inc(completion)
-        m.cost.labels(*labels, price.currency).inc(float(cost))
-        m.latency.labels(*labels).observe(latency)
+            gw.metrics.errors.labels(*m.labels, self.error or str(status)).inc()
+        m.prompt.inc(prompt)
+        m.completion.inc(completion)
+        m.cost_in(price.currency).inc(float(cost))
+        m.latency.observe(latency)
         if self.ttft is not None:
-            m.ttft.labels(*labels).observe(self.ttft)
+            m.ttft.observe(self.ttft)
         if self.disconnected:
-            m.client_disconnects.labels(*labels).inc()
+            m.disconnects.inc()
         self.request["log"].update(
             request_id=str(self.request_id),
             upstream_status=self.status,

@@ -133,6 +133,3 @@ class RateLimiter:
         limited = [s for s in scopes if s.tpm]
         if limited and tokens > 0:
             await self._debit(keys=[s.key for s in limited], args=[tokens, *(s.tpm for s in limited)])
-
-    async def bump_epoch(self) -> int:
-        return await self.redis.incr(self.epoch_key)

@@ -19,8 +19,17 @@ class StaticFileSource:
 
     def __init__(self, path: str):
         self.path = pathlib.Path(path)
+        self._seen = None
+        self._objects: list[dict] = []
 
     def fetch(self) -> list[dict]:
+        stat = self.path.stat()
+        if (stat.st_mtime_ns, stat.st_size, stat.st_ino) == self._seen:
+            return self._objects
+        self._objects, self._seen = self._parse(), (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        return self._objects
+
+    def _parse(self) -> list[dict]:
         objects = []
         for doc in yaml.safe_load_all(self.path.read_text()):
             if not doc:

@@ -1,0 +1,53 @@
+# -*- coding: utf-8 -*-
+# Copyright: tokenfactory.spark contributors
+# Apache License 2.0 (see LICENSE)
+"""Documentation shared by the gateway admin modules (tenant, api_key, usage_info)."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  gateway_url:
+    description:
+      - Base URL of the Token Factory gateway, for example V(https://gateway.example.com) (no C(/v1) suffix).
+      - Can also be set with the E(TF_GATEWAY_URL) environment variable.
+    type: str
+    required: true
+  admin_token:
+    description:
+      - The gateway's admin credential (sent as a bearer token to C(/admin/v1); never logged).
+      - Can also be set with the E(TF_GATEWAY_ADMIN_TOKEN) environment variable.
+    type: str
+    required: true
+  validate_certs:
+    description: Verify the gateway's TLS certificate.
+    type: bool
+    default: true
+  ca_path:
+    description: CA bundle used to verify the gateway's TLS certificate.
+    type: path
+  timeout:
+    description: Seconds to wait for each admin API call.
+    type: int
+    default: 30
+notes:
+  - "Set the connection once with C(module_defaults: {group/tokenfactory.spark.token_factory: {gateway_url: ...}})."
+"""
+
+    # Modules that change something (tenant, api_key).
+    CHANGE = r"""
+attributes:
+  check_mode:
+    description: The gateway computes the change in a rolled-back transaction (C(dry_run)); nothing is written.
+    support: full
+  diff_mode:
+    description: Returns the object before and after the change (never a key value).
+    support: full
+  action_group:
+    description: Use C(group/tokenfactory.spark.token_factory) in C(module_defaults) to set the connection.
+    support: full
+    membership:
+      - tokenfactory.spark.token_factory
+"""

@@ -1,0 +1,168 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: tokenfactory.spark contributors
+# Apache License 2.0 (see LICENSE)
+"""Manage an API key of a gateway tenant."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: api_key
+short_description: Manage API keys of Token Factory gateway tenants
+version_added: 0.1.0
+description:
+  - Creates, updates or revokes the active API key called O(name) of a tenant through the gateway's admin API.
+  - The key value exists only at creation; the gateway stores an HMAC of it. It is returned once in RV(key), or
+    written to O(key_file) instead. Later runs report the key's metadata only.
+  - Revoking takes effect for the next request on every gateway replica.
+  - Use C(no_log) on the task when the key is returned, so it does not reach logs or callbacks.
+author:
+  - Token Factory maintainers (@tokenfactory)
+options:
+  tenant:
+    description: Tenant that owns the key (see M(tokenfactory.spark.tenant)).
+    type: str
+    required: true
+  name:
+    description: Name of the key within the tenant (letters, digits, C(.), C(_), C(-)).
+    type: str
+    required: true
+  limits:
+    description: Limits for this key across all models; V(0) means none. Left unchanged when omitted.
+    type: dict
+    suboptions:
+      requests_per_minute:
+        description: Requests per minute.
+        type: int
+        default: 0
+      tokens_per_minute:
+        description: Prompt plus completion tokens per minute (counted from real usage).
+        type: int
+        default: 0
+  expires_at:
+    description: ISO 8601 time after which the key stops working. Left unchanged when omitted.
+    type: str
+  key_file:
+    description:
+      - Write a newly created key to this file (mode C(0600)) instead of returning it.
+      - Nothing is written when the key already exists.
+    type: path
+  state:
+    description: V(present) creates or updates the key, V(absent) revokes it.
+    type: str
+    default: present
+    choices: [present, absent]
+extends_documentation_fragment:
+  - tokenfactory.spark.gateway_auth
+  - tokenfactory.spark.gateway_auth.change
+"""
+
+EXAMPLES = r"""
+- name: CI key of tenant acme, written to a file readable only by its owner
+  tokenfactory.spark.api_key:
+    gateway_url: https://gateway.example.com
+    admin_token: "{{ vault_gateway_admin_token }}"
+    tenant: acme
+    name: ci
+    limits:
+      tokens_per_minute: 200000
+    key_file: /etc/acme/tokenfactory.key
+
+- name: Key returned once (keep it out of logs)
+  tokenfactory.spark.api_key:
+    gateway_url: https://gateway.example.com
+    admin_token: "{{ vault_gateway_admin_token }}"
+    tenant: acme
+    name: notebook
+  register: created
+  no_log: true
+
+- name: Revoke it
+  tokenfactory.spark.api_key:
+    gateway_url: https://gateway.example.com
+    admin_token: "{{ vault_gateway_admin_token }}"
+    tenant: acme
+    name: notebook
+    state: absent
+"""
+
+RETURN = r"""
+api_key:
+  description: Metadata of the key (never its value); null when it does not exist.
+  returned: always
+  type: dict
+  sample:
+    id: 0b5e7c1e-4a37-4f8e-9d7e-5a3b8f0c2d11
+    tenant: acme
+    name: ci
+    prefix: tfk-AbCdEf
+    limits: {requests_per_minute: 0, tokens_per_minute: 200000}
+    expires_at: null
+key:
+  description: The key value. Only when this run created the key and O(key_file) is not set.
+  returned: when created
+  type: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway_client import (
+    GATEWAY_AUTH_ARG_SPEC,
+    LIMIT_OPTIONS,
+    GatewayClient,
+    GatewayError,
+    path,
+)
+
+
+def write_secret(file_path, value):
+    fd = os.open(file_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value + "\n")
+    os.chmod(file_path, 0o600)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            **GATEWAY_AUTH_ARG_SPEC,
+            "tenant": {"type": "str", "required": True},
+            "name": {"type": "str", "required": True},
+            "limits": {"type": "dict", "options": LIMIT_OPTIONS},
+            "expires_at": {"type": "str"},
+            "key_file": {"type": "path"},
+            "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    client = GatewayClient(params)
+    query = {"dry_run": "true"} if module.check_mode else None
+    where = path("tenants", params["tenant"], "keys", params["name"])
+    try:
+        if params["state"] == "absent":
+            status, answer = client.request("DELETE", where, query=query)
+            before = answer.get("before") if status == 200 else None
+            module.exit_json(changed=before is not None, api_key=before, diff={"before": before or {}, "after": {}})
+        body = {field: params[field] for field in ("limits", "expires_at") if params[field] is not None}
+        status, answer = client.request("PUT", where, body, query)
+    except GatewayError as err:
+        module.fail_json(msg=str(err), status=err.status)
+    if status not in (200, 201):
+        module.fail_json(msg=f"api key {params['tenant']}/{params['name']}: {answer.get('error')}", status=status)
+    result = {
+        "changed": answer["changed"],
+        "api_key": answer["api_key"],
+        "diff": {"before": answer["before"] or {}, "after": answer["api_key"]},
+    }
+    value = answer.get("key")
+    if value and params["key_file"]:
+        write_secret(params["key_file"], value)
+    elif value:
+        result["key"] = value
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

