@@ -95,6 +95,7 @@ class Exchange:
         self.mode = _UNTIL_CLOSE
         self.remaining = 0
         self.chunk_state = _SIZE
+        self.pending = b""
         self.keep_alive = False
         self.bytes_received = 0
         self.error_kind = None
@@ -177,15 +178,26 @@ class Exchange:
         return True
 
     def _chunked(self, data, now):
-        buf = self.buf
-        buf += data
-        pos, out, complete = 0, [], False
-        size = len(buf)
+        if not self.pending and self.chunk_state == _SIZE:  # fast path: exactly one whole chunk
+            eol = data.find(b"\r\n")
+            if 0 < eol < 9:
+                try:
+                    length = int(data[:eol], 16)
+                except ValueError:
+                    length = 0
+                end = eol + 2 + length
+                if length and len(data) == end + 2 and data[end:] == b"\r\n":
+                    self.sink.feed(data[eol + 2 : end], now)
+                    return
+        if self.pending:
+            data = self.pending + data
+            self.pending = b""
+        pos, size, out, complete = 0, len(data), [], False
         while pos < size:
             state = self.chunk_state
             if state == _DATA:
                 take = min(size - pos, self.remaining)
-                out.append(bytes(buf[pos : pos + take]))
+                out.append(data[pos : pos + take])
                 pos += take
                 self.remaining -= take
                 if self.remaining == 0:
@@ -196,10 +208,10 @@ class Exchange:
                 pos += 2
                 self.chunk_state = _SIZE
             else:
-                eol = buf.find(b"\r\n", pos)
+                eol = data.find(b"\r\n", pos)
                 if eol < 0:
                     break
-                line = bytes(buf[pos:eol])
+                line = data[pos:eol]
                 pos = eol + 2
                 if state == _TRAILER:
                     if not line:
@@ -216,7 +228,8 @@ class Exchange:
                 else:
                     self.remaining = length
                     self.chunk_state = _DATA
-        del buf[:pos]
+        if pos < size and not complete:
+            self.pending = data[pos:]
         if out:
             self.sink.feed(out[0] if len(out) == 1 else b"".join(out), now)
         if complete:
@@ -248,14 +261,24 @@ class Exchange:
             self.future.set_result(self)
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.BufferedProtocol):
+    """Reads into one preallocated buffer (plain Protocol makes asyncio allocate 256 KiB per read)."""
+
     def __init__(self):
         self.transport = None
         self.exchange = None
         self.lost = False
+        self._buffer = bytearray(65536)
+        self._view = memoryview(self._buffer)
 
     def connection_made(self, transport):
         self.transport = transport
+
+    def get_buffer(self, sizehint):
+        return self._view
+
+    def buffer_updated(self, nbytes):
+        self.data_received(self._view[:nbytes].tobytes())
 
     def data_received(self, data):
         if self.exchange is not None:

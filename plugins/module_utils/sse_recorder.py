@@ -36,6 +36,9 @@ class SSERecorder:
         self.events = 0
 
     def feed(self, data, now):
+        if not self._pending and data[-2:] == b"\n\n" and data.find(b"\n") == len(data) - 2:
+            self._event(data[:-2], now)  # fast path: exactly one single-line event
+            return
         if self._pending:
             data = self._pending + data
         if b"\r" in data:
@@ -43,24 +46,27 @@ class SSERecorder:
         events = data.split(b"\n\n")
         self._pending = events.pop()
         for event in events:
-            if event.startswith(b"data:") and b"\n" not in event:
-                payload = event[5:].strip()
-            else:
-                payload = _data_of(event)
-                if payload is None:
-                    continue
-            self.events += 1
-            if _CHOICE.search(payload) is not None:
-                if b'"role"' not in payload or not _role_only(payload):
-                    self.chunk_times.append(now)
-                if b'"usage"' in payload and _USAGE.search(payload) is not None:
-                    self._read_usage(payload)
-            elif payload == _DONE:
-                self.done = True
-            elif b'"usage"' in payload and _USAGE.search(payload) is not None:
+            self._event(event, now)
+
+    def _event(self, event, now):
+        if event.startswith(b"data:") and b"\n" not in event:
+            payload = event[5:].strip()
+        else:
+            payload = _data_of(event)
+            if payload is None:
+                return
+        self.events += 1
+        if _CHOICE.search(payload) is not None:
+            if b'"role"' not in payload or not _role_only(payload):
+                self.chunk_times.append(now)
+            if b'"usage"' in payload and _USAGE.search(payload) is not None:
                 self._read_usage(payload)
-            elif b'"error"' in payload:
-                self._read_error(payload)
+        elif payload == _DONE:
+            self.done = True
+        elif b'"usage"' in payload and _USAGE.search(payload) is not None:
+            self._read_usage(payload)
+        elif b'"error"' in payload:
+            self._read_error(payload)
 
     def _read_usage(self, payload):
         try:

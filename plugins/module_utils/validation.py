@@ -186,7 +186,7 @@ class _MetricsReader:
             return
         while not self._stop.is_set():
             started = time.perf_counter()
-            body = await self._get(max(1.0, 2 * self.interval))
+            body = await self._get(max(3.0, 2 * self.interval))
             if body is not None:
                 sample = prom_scrape.sample_gauges(body, self.model)
                 sample["t"] = started

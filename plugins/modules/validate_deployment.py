@@ -350,9 +350,7 @@ def main():
         required_if=[("mode", "poisson", ["request_rate"]), ("mode", "constant", ["request_rate"])],
     )
     options = dict(module.params)
-    options["slo"] = {k: v for k, v in (options.get("slo") or {}).items() if v is not None} or None
-    if options["slo"] is None:
-        options["slo"] = {}
+    options["slo"] = {k: v for k, v in (options["slo"] or {}).items() if v is not None}
     try:
         planned = plan(options)
     except ValueError as exc:

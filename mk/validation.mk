@@ -1,0 +1,12 @@
+# Validation after rollout (plugins/module_utils/loadgen.py & co., validate_deployment, validation_report).
+.PHONY: test-validation bench-validation
+
+## Synthetic-upstream accuracy, real CPU vLLM (KV pressure, engine death), gateway (API key, 429), playbook + reports.
+test-validation: bootstrap engine gateway-deps
+	$(PYTEST) -p no:cacheprovider tests/validation
+
+## Our load generator vs `vllm bench serve` on the same engine: A/A and A/B table (see docs/validation.md).
+bench-validation: bootstrap engine
+	nice -n 5 $(VENV)/bin/python tests/bench/validation_vs_vllm_bench.py
+
+TEST_TIERS += test-validation

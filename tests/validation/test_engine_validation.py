@@ -1,0 +1,103 @@
+"""Validation against the real CPU vLLM engine serving the tiny model (tier test-validation, marker engine)."""
+
+import threading
+import time
+
+import pytest
+
+from tests.engine.server import VllmServer
+from tests.validation.helpers import validate
+
+pytestmark = pytest.mark.engine
+
+
+def test_closed_loop_against_vllm(vllm_engine):
+    result = validate(
+        vllm_engine.base_url,
+        api="completions",
+        concurrency=4,
+        num_requests=24,
+        warmup_requests=2,
+        prompt_tokens=64,
+        output_tokens=32,
+        metrics_url=vllm_engine.metrics_url,
+        scrape_interval=0.5,
+        return_requests=True,
+    )
+    assert result["completed"] == 24 and result["failed"] == 0, result["errors"]
+    assert {r["output_tokens"] for r in result["requests"]} == {32}  # ignore_eos: exactly max_tokens each
+    assert not result["tokens_estimated"]
+    server = result["server"]
+    assert server["scraped"] and server["kv_cache_usage"]["samples"] >= 2
+    assert result["token_check"]["match"] is True, result["token_check"]
+    assert server["prompt_tokens_delta"] == result["total_input_tokens"]
+    assert server["server_ttft"]["count"] == 24 and server["server_e2el"]["count"] == 24
+    assert 48 <= result["total_input_tokens"] / 24 <= 80  # ~64 prompt tokens after calibration
+    assert server["num_requests_running_max"] >= 1 and server["kv_cache_usage"]["samples"] >= 1
+    assert 0 < result["p50_ttft_ms"] < result["p50_e2el_ms"]
+    assert result["slo"]["passed"], result["slo"]
+
+
+def test_chat_stream_against_vllm(vllm_engine):
+    result = validate(
+        vllm_engine.base_url,
+        api="chat",
+        concurrency=2,
+        num_requests=6,
+        output_tokens=16,
+        metrics_url=vllm_engine.metrics_url,
+    )
+    assert result["completed"] == 6 and result["total_output_tokens"] == 96
+    assert result["token_check"]["match"] is True
+    assert result["count_itl"] >= 6 * 10  # one content chunk per token, the role preamble is not one
+
+
+def test_kv_pressure_then_engine_dies_mid_run(tiny_model_dir):
+    with VllmServer(model_dir=tiny_model_dir, extra_args=["--num-gpu-blocks-override", "16"]) as engine:
+        pressure = validate(
+            engine.base_url,
+            api="completions",
+            concurrency=8,
+            num_requests=16,
+            warmup_requests=1,
+            prompt_tokens=96,
+            output_tokens=160,
+            metrics_url=engine.metrics_url,
+            scrape_interval=0.25,
+        )
+        assert pressure["completed"] == 16, pressure["errors"]
+        server = pressure["server"]
+        assert server["kv_cache_usage"]["peak"] >= 0.9, server["kv_cache_usage"]
+        assert server["num_requests_waiting_max"] >= 1 or server["preemptions_delta"] > 0
+        assert pressure["token_check"]["match"] is True
+
+        outcome = {}
+
+        def run():
+            outcome["result"] = validate(
+                engine.base_url,
+                api="completions",
+                concurrency=4,
+                num_requests=40,
+                warmup_requests=0,
+                prompt_tokens=32,
+                output_tokens=96,
+                request_timeout=20,
+                max_duration=60,
+            )
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        time.sleep(2)
+        killed_at = time.monotonic()
+        engine.stop(timeout=5)
+        worker.join(60)
+        assert not worker.is_alive(), "the load generator hung after the engine died"
+        assert time.monotonic() - killed_at < 30
+    result = outcome["result"]
+    kinds = result["errors"]["by_kind"]
+    assert result["failed"] >= 20 and result["completed"] + result["failed"] == 40
+    # the engine core dies first (500 / error event inside the stream), then the server (dropped, refused)
+    expected = {"connection_lost", "connect_error", "incomplete_stream", "stream_error", "http_500"}
+    assert set(kinds) <= expected, result["errors"]
+    assert kinds.get("connect_error", 0) >= 1 and not result["slo"]["passed"]
