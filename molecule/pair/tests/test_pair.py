@@ -4,6 +4,8 @@ import pytest
 
 pytestmark = pytest.mark.molecule
 
+# The link network's interface name, pinned in molecule.yml (a DGX Spark CX-7 port name).
+LINK = "enp1s0f0np0"
 ADDRESSES = {"tf-spark-a": ("192.168.100.1", "192.168.100.2"), "tf-spark-b": ("192.168.100.2", "192.168.100.1")}
 
 
@@ -14,8 +16,8 @@ def addresses(host):
 
 def test_link_address_and_mtu(host):
     mine = addresses(host)[0]
-    assert f"inet {mine}/30" in host.check_output("ip -o addr show dev eth1")
-    assert "mtu 9000" in host.check_output("ip link show eth1")
+    assert f"inet {mine}/30" in host.check_output(f"ip -o addr show dev {LINK}")
+    assert "mtu 9000" in host.check_output(f"ip link show {LINK}")
 
 
 def test_netplan_file_is_private_and_valid(host):
@@ -26,9 +28,9 @@ def test_netplan_file_is_private_and_valid(host):
 
 def test_jumbo_frames_cross_the_link_unfragmented(host):
     peer = addresses(host)[1]
-    assert host.run(f"ping -c 2 -W 2 -M do -s 8972 -I eth1 {peer}").rc == 0
+    assert host.run(f"ping -c 2 -W 2 -M do -s 8972 -I {LINK} {peer}").rc == 0
     # One byte over the MTU must be refused, proving the check can fail.
-    assert host.run(f"ping -c 1 -W 2 -M do -s 8973 -I eth1 {peer}").rc != 0
+    assert host.run(f"ping -c 1 -W 2 -M do -s 8973 -I {LINK} {peer}").rc != 0
 
 
 def test_ssh_to_peer_over_the_link_without_password(host):
@@ -40,10 +42,15 @@ def test_ssh_to_peer_over_the_link_without_password(host):
 def test_workload_interface_settings(host):
     env = host.file("/etc/tokenfactory/fabric.env").content_string
     for line in (
-        "NCCL_SOCKET_IFNAME=eth1",
-        "GLOO_SOCKET_IFNAME=eth1",
-        "UCX_NET_DEVICES=eth1",
+        f"NCCL_SOCKET_IFNAME={LINK}",
+        f"GLOO_SOCKET_IFNAME={LINK}",
+        f"UCX_NET_DEVICES={LINK}",
         "TOKENFACTORY_FABRIC=spark_pair",
     ):
         assert line in env
-    assert "NCCL_SOCKET_IFNAME=eth1" in host.check_output("bash -lc env")
+    assert f"NCCL_SOCKET_IFNAME={LINK}" in host.check_output("bash -lc env")
+
+
+def test_management_route_untouched(host):
+    assert "dev eth0" in host.check_output("ip route show default")
+    assert host.check_output(f"ip route show default dev {LINK}") == ""
