@@ -80,36 +80,52 @@ def test_metrics_expose_vllm_names(vllm_engine):
 
 
 def test_small_kv_cache_shows_pressure():
-    """16 KV blocks cannot hold 8 long streams: the cache fills, and requests queue or get preempted."""
+    """16 KV blocks cannot hold 8 long streams: the cache fills, and requests queue or get preempted.
+
+    The CPU engine sometimes admits a burst one request at a time (seen in CI on a quiet machine), so the
+    burst is repeated up to three times; every assertion still has to hold for one burst.
+    """
     with VllmServer(extra_args=["--num-gpu-blocks-override", "16"]) as engine:
         client = api(engine)
-        prompt = " ".join(["hello world"] * 100)
-        peaks = {"vllm:kv_cache_usage_perc": 0.0, "vllm:num_requests_waiting": 0.0, "vllm:num_preemptions_total": 0.0}
-        done = threading.Event()
-
-        def watch():
-            while not done.is_set():
-                values = scrape(engine.metrics_url)
-                for name in peaks:
-                    peaks[name] = max(peaks[name], values.get(name, 0.0))
-                done.wait(0.05)
-
-        def one_stream(_index):
-            stream = client.completions.create(model="tiny-qwen2", prompt=prompt, max_tokens=200, stream=True)
-            return sum(1 for _chunk in stream)
-
-        watcher = threading.Thread(target=watch)
-        watcher.start()
-        try:
-            with concurrent.futures.ThreadPoolExecutor(8) as pool:
-                assert all(n > 0 for n in pool.map(one_stream, range(8)))
-        finally:
-            done.set()
-            watcher.join()
+        for _attempt in range(3):
+            peaks = kv_pressure_burst(engine, client, streams=8, max_tokens=200)
+            if peaks["vllm:num_requests_waiting"] + peaks["vllm:num_preemptions_total"] > 0:
+                break
         # Sampling every 50 ms can miss the instant the cache is full; queueing or preemption cannot be missed.
         assert peaks["vllm:num_requests_waiting"] + peaks["vllm:num_preemptions_total"] > 0, peaks
         assert peaks["vllm:kv_cache_usage_perc"] >= 0.5, peaks
     assert group_members(engine.pgid) == []  # stop() left nothing of the server's process group behind
+
+
+def kv_pressure_burst(engine, client, streams, max_tokens):
+    """Run one burst of long streams (distinct prompts: no prefix-cache sharing); return metric peaks."""
+    before = scrape(engine.metrics_url).get("vllm:num_preemptions_total", 0.0)
+    peaks = {"vllm:kv_cache_usage_perc": 0.0, "vllm:num_requests_waiting": 0.0, "vllm:num_preemptions_total": 0.0}
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            values = scrape(engine.metrics_url)
+            for name in ("vllm:kv_cache_usage_perc", "vllm:num_requests_waiting"):
+                peaks[name] = max(peaks[name], values.get(name, 0.0))
+            done.wait(0.05)
+
+    def one_stream(index):
+        prompt = " ".join([f"stream {index} hello world"] * 50)
+        stream = client.completions.create(model="tiny-qwen2", prompt=prompt, max_tokens=max_tokens, stream=True)
+        return sum(1 for _chunk in stream)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(streams) as pool:
+            assert all(n > 0 for n in pool.map(one_stream, range(streams)))
+    finally:
+        done.set()
+        watcher.join()
+    # A counter: read after the burst, so a preemption between two samples is never missed.
+    peaks["vllm:num_preemptions_total"] = scrape(engine.metrics_url).get("vllm:num_preemptions_total", 0.0) - before
+    return peaks
 
 
 def test_start_failure_raises_with_log_tail(tmp_path):
