@@ -89,7 +89,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module impor
 def established(client, name):
     def check():
         crd = client.get(CRD, name)
-        conditions = {c["type"]: c["status"] for c in (crd or {}).get("status", {}).get("conditions", [])}
+        conditions = {c["type"]: c["status"] for c in ((crd or {}).get("status") or {}).get("conditions") or []}
         done = conditions.get("Established") == "True"
         return done, None if done else f"waiting for CRD {name} to be Established"
 

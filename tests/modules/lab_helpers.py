@@ -39,14 +39,32 @@ def client(kubeconfig):
     return k8s.KubeClient({"kubeconfig": str(kubeconfig)})
 
 
+# Controllers (deployment controller, kwok) keep writing these kinds' status and revision annotation after a
+# rollout; what a module could change there is spec, labels and annotations, so generation + metadata is compared.
+CONTROLLER_OWNED_STATUS = {"Deployment"}
+CONTROLLER_ANNOTATIONS = {"deployment.kubernetes.io/revision"}
+
+
 def snapshot(kube, namespace):
-    """(kind, name) -> resourceVersion of everything the modules could touch in namespace."""
+    """(kind, name) -> what identifies the current version of everything the modules could touch in namespace."""
     state = {}
     for rtype in SNAPSHOT_TYPES:
         for obj in kube.list(rtype, namespace):
-            if rtype is k8s.SERVICE and obj["metadata"]["name"] == "kubernetes":
+            meta = obj["metadata"]
+            if rtype is k8s.SERVICE and meta["name"] == "kubernetes":
                 continue
-            state[(rtype.kind, obj["metadata"]["name"])] = obj["metadata"]["resourceVersion"]
+            if rtype.kind in CONTROLLER_OWNED_STATUS:
+                annotations = {
+                    k: v for k, v in (meta.get("annotations") or {}).items() if k not in CONTROLLER_ANNOTATIONS
+                }
+                version = (
+                    meta["generation"],
+                    repr(sorted((meta.get("labels") or {}).items())),
+                    repr(sorted(annotations.items())),
+                )
+            else:
+                version = meta["resourceVersion"]
+            state[(rtype.kind, meta["name"])] = version
     return state
 
 
