@@ -81,7 +81,7 @@ def test_kv_pressure_then_engine_dies_mid_run(tiny_model_dir):
                 num_requests=40,
                 warmup_requests=0,
                 prompt_tokens=32,
-                output_tokens=96,
+                output_tokens=400,  # long enough that a quiet machine cannot finish half the run in 2 s
                 request_timeout=20,
                 max_duration=60,
             )
