@@ -7,7 +7,11 @@ proxy minus direct at the same percentile. The gateway runs with its production 
 admission, PostgreSQL metering, metrics, access log. LiteLLM runs in no-DB mode (no keys, no spend);
 Envoy is a plain route. Each proxy is one process (Envoy --concurrency 1).
 
-    python tests/bench/gateway_overhead.py [--streams 1,16,64] [--ttft-ms 30] [--itl-ms 25] [--skip litellm]
+    python tests/bench/gateway_overhead.py [--streams 1,16,64] [--rounds 3] [--ttft-ms 30] [--itl-ms 25]
+        [--skip litellm]
+
+Targets are interleaved round by round, and each proxy's CPU time per request is printed next to its latency:
+latency depends on what else the machine runs, CPU per request much less.
 """
 
 from __future__ import annotations
@@ -143,7 +147,8 @@ async def one_stream(session, url, headers) -> tuple[float, float]:
     return ttft, time.perf_counter() - start
 
 
-async def measure(url, headers, streams: int, per_stream: int) -> dict:
+async def measure(url, headers, streams: int, per_stream: int, pid: int | None) -> dict:
+    """One round at `streams` concurrent streams: raw (ttft, e2e) samples, wall time, proxy CPU seconds."""
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
         for _warm in range(min(streams, 8)):  # warm connections and caches
@@ -154,14 +159,39 @@ async def measure(url, headers, streams: int, per_stream: int) -> dict:
             for _request in range(per_stream):
                 samples.append(await one_stream(session, url, headers))
 
+        cpu_before = cpu_seconds(pid)
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _stream in range(streams)))
         elapsed = time.perf_counter() - began
+    return {"samples": samples, "elapsed": elapsed, "cpu": cpu_seconds(pid) - cpu_before}
+
+
+def summarize(rounds: list[dict]) -> dict:
+    samples = [s for r in rounds for s in r["samples"]]
     return {
         "ttft": percentiles([s[0] for s in samples]),
         "e2e": percentiles([s[1] for s in samples]),
-        "rps": len(samples) / elapsed,
+        "rps": len(samples) / sum(r["elapsed"] for r in rounds),
+        "cpu_ms": 1000 * sum(r["cpu"] for r in rounds) / len(samples),
     }
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU of a process and its live descendants (0 for None: the direct target)."""
+    if pid is None:
+        return 0.0
+    stats = {}
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(stat.parent.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    tree, ticks = {pid}, 0
+    for _depth in range(4):
+        tree |= {child for child, (parent, _cpu) in stats.items() if parent in tree}
+    ticks = sum(stats[p][1] for p in tree if p in stats)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def percentiles(values) -> dict:
@@ -173,7 +203,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--streams", default="1,16,64")
     parser.add_argument("--requests", type=int, default=60, help="at least this many requests per level")
-    parser.add_argument("--requests-per-stream", type=int, default=4)
+    parser.add_argument("--requests-per-stream", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per level; targets interleaved in each")
     # A DGX Spark-like stream: ~40 tokens/s per stream (64 streams = ~2.5k tokens/s through the proxy).
     parser.add_argument("--ttft-ms", type=float, default=30)
     parser.add_argument("--itl-ms", type=float, default=25)
@@ -196,23 +227,30 @@ def main() -> int:
         gateway.add_replica()
         cleanup.append(gateway.stop)
         key = gateway.create_key("bench")
-        targets = {"direct": (upstream.base_url, {}), "gateway": (gateway.url, {"Authorization": f"Bearer {key}"})}
+        targets = {
+            "direct": (upstream.base_url, {}, None),
+            "gateway": (gateway.url, {"Authorization": f"Bearer {key}"}, gateway.replicas[0].proc.pid),
+        }
         if "litellm" not in skip:
             master = "sk-" + secrets.token_hex(16)
             url, proc = start_litellm(upstream.base_url, workdir, master)
             cleanup.append(proc.stop)
             wait_for(lambda: proc.alive() and _get(url + "/health/liveliness"), 300, f"LiteLLM (log {proc.log})")
-            targets["litellm"] = (url, {"Authorization": f"Bearer {master}"})
+            targets["litellm"] = (url, {"Authorization": f"Bearer {master}"}, proc.proc.pid)
         if "envoy" not in skip:
             url, proc = start_envoy(upstream.port, workdir)
             cleanup.append(proc.stop)
             wait_for(lambda: proc.alive() and _get(url + "/health"), 30, f"Envoy (log {proc.log})")
-            targets["envoy"] = (url, {})
+            targets["envoy"] = (url, {}, proc.proc.pid)
         results = {}
         for streams in levels:
-            for name, (url, headers) in targets.items():
-                per_stream = max(args.requests_per_stream, -(-args.requests // streams))
-                results[streams, name] = asyncio.run(measure(url, headers, streams, per_stream))
+            per_stream = max(args.requests_per_stream, -(-args.requests // (streams * args.rounds)))
+            rounds = {name: [] for name in targets}
+            for _round in range(args.rounds):  # interleaved: a noisy moment hits every target alike
+                for name, (url, headers, pid) in targets.items():
+                    rounds[name].append(asyncio.run(measure(url, headers, streams, per_stream, pid)))
+            for name in targets:
+                results[streams, name] = summarize(rounds[name])
         print_table(results, levels, list(targets))
         ok = verdict(results, levels)
         rows = gateway.sql("SELECT count(*) FROM usage_records")
@@ -232,7 +270,7 @@ def _get(url) -> bool:
 
 def print_table(results, levels, names):
     print(f"\n{'streams':>7} {'target':<8} {'ttft p50':>9} {'ttft p99':>9} {'e2e p50':>8} {'e2e p99':>8} "
-          f"{'added p50':>10} {'added p99':>10} {'req/s':>7}")  # fmt: skip
+          f"{'added p50':>10} {'added p99':>10} {'req/s':>7} {'cpu/req':>8}")  # fmt: skip
     for streams in levels:
         base = results[streams, "direct"]
         for name in names:
@@ -243,8 +281,10 @@ def print_table(results, levels, names):
                 else (f"{r['e2e']['p50'] - base['e2e']['p50']:>10.2f} {r['e2e']['p99'] - base['e2e']['p99']:>10.2f}")
             )
             print(f"{streams:>7} {name:<8} {r['ttft']['p50']:>9.2f} {r['ttft']['p99']:>9.2f} {r['e2e']['p50']:>8.2f} "
-                  f"{r['e2e']['p99']:>8.2f} {added:>21} {r['rps']:>7.1f}")  # fmt: skip
-    print("(milliseconds; added = proxy minus direct end-of-stream latency at the same percentile)")
+                  f"{r['e2e']['p99']:>8.2f} {added:>21} {r['rps']:>7.1f} {r['cpu_ms']:>8.3f}")  # fmt: skip
+    print("(milliseconds; added = proxy minus direct end-of-stream latency at the same percentile;")
+    print(" cpu/req = CPU time of the proxy's processes per request, insensitive to other load on the machine)")
+    print(f"load average during the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
 
 def verdict(results, levels) -> bool:
@@ -260,6 +300,10 @@ def verdict(results, levels) -> bool:
         checks.append(("gateway added p50 <= 1/5 of LiteLLM's", ratio <= 0.2, f"ratio {ratio:.3f}"))
     if "envoy" in added:
         print(f"gateway vs Envoy added p50 at {top} streams: {gw['p50']:.2f} ms vs {added['envoy']['p50']:.2f} ms")
+    cpu = {name: results[top, name]["cpu_ms"] for (streams, name) in results if streams == top and name != "direct"}
+    print("CPU per request at", top, "streams:", ", ".join(f"{name} {ms:.3f} ms" for name, ms in cpu.items()))
+    if "litellm" in cpu:
+        print(f"gateway CPU per request vs LiteLLM: ratio {cpu['gateway'] / cpu['litellm']:.3f}")
     for label, passed, value in checks:
         print(f"{'PASS' if passed else 'MISS'}  {label}: {value}")
     return all(check[1] for check in checks)

@@ -278,7 +278,7 @@ class Call:
                 cost=cost,
             )
         )
-        if prompt + completion and not self.debited:
+        if prompt + completion and not self.debited and any(s.tpm for s in self.scopes):
             gw.spawn(gw.limiter.debit(self.scopes, prompt + completion))
         m = gw.metrics.route(dep.model, info.tenant)
         m.request(status).inc()
