@@ -1,5 +1,5 @@
 # Host roles: cached Debian systemd images for podman, Molecule scenarios, preflight negative tests.
-.PHONY: host-image host-image-arm64 test-molecule molecule-default molecule-pair molecule-arm64 test-host-roles
+.PHONY: host-image host-image-arm64 test-molecule molecule-default molecule-pair molecule-arm64 test-host-roles test-cni
 TEST_TIERS += test-molecule
 MOLECULE_TEST = ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1 molecule test -s $*
 
@@ -21,5 +21,11 @@ molecule-arm64: molecule-%: host-image-arm64
 test-host-roles: host-image
 	$(PYTEST) -m molecule -p no:cacheprovider -n 2 tests/host_roles
 
+## The cni role against the lab's real kube-apiserver (kwok nodes), kubeadm-config written by the real kubeadm.
+test-cni: bootstrap lab-bins
+	$(PYTEST) -m lab -p no:cacheprovider tests/host_roles
+
 # Measured here one by one (2 shared cores, load ~11): default 3.6 min, pair 3.8, arm64 7.7 (qemu-user), host roles 4.0.
-test-molecule: molecule-default molecule-pair molecule-arm64 test-host-roles
+test-molecule: molecule-default molecule-pair molecule-arm64 test-host-roles test-cni
+# The default scenario installs the Go-built kubeadm/kubelet/kubectl with the kubernetes role.
+molecule-default: lab-bins

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
-import pathlib
 import subprocess
-import tempfile
 import uuid
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.host_roles import playbook
+
+ROOT = playbook.ROOT
 IMAGE = "localhost/tf-debian:bookworm"
 FIXTURES = ROOT / "tests" / "unit" / "fixtures" / "nvidia-smi"
 SIMULATION = ROOT / "molecule" / "shared" / "files" / "nvidia-smi-simulation"
@@ -54,30 +53,5 @@ class PodmanHost:
 
 
 def run_role(host, role, extra_vars=None, check=False):
-    """ansible-playbook applying one role of this collection to the host; returns the CompletedProcess."""
-    with tempfile.TemporaryDirectory() as tmp:
-        playbook = pathlib.Path(tmp, "play.yml")
-        playbook.write_text(f"- hosts: all\n  roles: [{{role: {role}}}]\n")
-        vars_file = pathlib.Path(tmp, "vars.json")
-        vars_file.write_text(json.dumps(extra_vars or {}))
-        env = {
-            **os.environ,
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-            "ANSIBLE_FORCE_COLOR": "0",
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
-        }
-        argv = [
-            str(ROOT / ".venv" / "bin" / "ansible-playbook"),
-            "-i",
-            f"{host.name},",
-            "-c",
-            "containers.podman.podman",
-            "-e",
-            f"@{vars_file}",
-            str(playbook),
-        ]
-        if check:
-            argv.append("--check")
-        return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    """ansible-playbook applying one role of this collection to the podman host."""
+    return playbook.run_role(host.name, role, extra_vars, check=check)

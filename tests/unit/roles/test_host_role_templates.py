@@ -117,3 +117,10 @@ def test_containerd_main_config_has_no_nvidia_and_dropin_repeats_cri(schema):
         assert main["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"].startswith("registry.k8s.io")
     else:
         assert main["plugins"][runtime]["sandbox_image"].startswith("registry.k8s.io")
+
+
+@pytest.mark.parametrize("mtu", [0, 8950])
+def test_cilium_values_carry_the_pod_cidr_and_optional_mtu(mtu):
+    values = yaml.safe_load(render("cni", "cilium-values.yaml.j2", cni_pod_cidr="10.244.0.0/16", cni_mtu=mtu))
+    assert values["ipam"] == {"mode": "cluster-pool", "operator": {"clusterPoolIPv4PodCIDRList": ["10.244.0.0/16"]}}
+    assert values.get("MTU") == (mtu or None)

@@ -1,0 +1,80 @@
+"""Verify the kubernetes role on the host: real v1.36.3 binaries, kubelet units, kubeadm config, PKI, kubeconfig."""
+
+import ipaddress
+import os
+import pathlib
+import stat
+
+import pytest
+import yaml
+from cryptography import x509
+
+pytestmark = pytest.mark.molecule
+
+VERSION = "v1.36.3"
+EXTRA_SANS = {"spark.tokenfactory.test", "10.20.30.40"}
+
+
+@pytest.fixture(scope="module")
+def kubeadm_config(host):
+    init, cluster, kubelet = yaml.safe_load_all(host.file("/etc/kubernetes/kubeadm-config.yaml").content_string)
+    return {"init": init, "cluster": cluster, "kubelet": kubelet}
+
+
+@pytest.fixture(scope="module")
+def node_ip(host):
+    return host.check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
+
+
+def test_binaries_are_the_built_release(host):
+    assert host.check_output("kubeadm version -o short") == VERSION
+    assert host.check_output("kubelet --version") == f"Kubernetes {VERSION}"
+    kubectl = yaml.safe_load(host.check_output("kubectl version --client -o yaml"))
+    assert kubectl["clientVersion"]["gitVersion"] == VERSION
+
+
+def test_kubelet_unit_with_kubeadm_dropin_is_enabled(host):
+    assert host.service("kubelet").is_enabled
+    drop_ins = host.check_output("systemctl show -p DropInPaths --value kubelet")
+    assert "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf" in drop_ins
+    exec_start = host.check_output("systemctl show -p ExecStart --value kubelet")
+    assert "path=/usr/local/bin/kubelet" in exec_start
+    assert "$KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS" in exec_start
+
+
+def test_kubeadm_config_rendered_private_and_valid(host, kubeadm_config, node_ip):
+    config = host.file("/etc/kubernetes/kubeadm-config.yaml")
+    assert config.mode == 0o600
+    assert kubeadm_config["init"]["localAPIEndpoint"]["advertiseAddress"] == node_ip
+    assert kubeadm_config["cluster"]["networking"] == {"podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/12"}
+    assert kubeadm_config["cluster"]["controlPlaneEndpoint"] == f"{node_ip}:6443"
+    assert kubeadm_config["kubelet"]["cgroupDriver"] == "systemd"
+    # The real kubeadm accepts it (the role ran this too); a broken file would fail here.
+    assert host.run("kubeadm config validate --config /etc/kubernetes/kubeadm-config.yaml").rc == 0
+
+
+def test_apiserver_certificate_carries_the_configured_sans(host, node_ip):
+    pem = host.file("/etc/kubernetes/pki/apiserver.crt").content
+    sans = x509.load_pem_x509_certificate(pem).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    names = set(sans.get_values_for_type(x509.DNSName))
+    ips = {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+    assert {"tf-spark-1", "spark.tokenfactory.test", "kubernetes.default.svc"} <= names
+    # First address of the service CIDR (the kubernetes Service), the node IP and the extra IP SAN.
+    assert {str(ipaddress.ip_network("10.96.0.0/12")[1]), node_ip, "10.20.30.40"} <= ips
+
+
+def test_pki_and_kubeconfigs_generated_by_kubeadm(host):
+    for name in ("ca.key", "apiserver.key", "sa.key", "front-proxy-ca.key", "etcd/ca.key"):
+        assert host.file(f"/etc/kubernetes/pki/{name}").mode == 0o600, name
+    for name in ("admin.conf", "super-admin.conf", "kubelet.conf", "controller-manager.conf", "scheduler.conf"):
+        assert host.file(f"/etc/kubernetes/{name}").exists, name
+    # The role stops before the control-plane phase: no static pods, i.e. not "initialised".
+    assert not host.file("/etc/kubernetes/manifests/kube-apiserver.yaml").exists
+
+
+def test_admin_kubeconfig_fetched_private(node_ip):
+    path = pathlib.Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "tokenfactory-admin.conf")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    config = yaml.safe_load(path.read_text())
+    assert config["clusters"][0]["cluster"]["server"] == f"https://{node_ip}:6443"
+    assert config["users"][0]["name"] == "kubernetes-admin"
