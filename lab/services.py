@@ -1,17 +1,20 @@
-"""Long-running lab processes (real vLLM, real Prometheus): started detached once, reused by later runs.
+"""Long-running lab processes (real vLLM, Prometheus, PostgreSQL, Redis, gateway): started detached once, reused.
 
-    python -m lab.services ensure vllm --port 58000      # prints "started URL" or "running URL"
+    python -m lab.services ensure vllm --port 18800      # prints {"status": "started"|"running", "url": ...}
     python -m lab.services stop-all
-State (pid, port, log) lives in $TF_LAB_ROOT/<cluster>/services/<name>.json.
+State (pid, port, log) lives in $TF_LAB_ROOT/<cluster>-services/<name>.json; a service is restarted only when
+its command or configuration (fingerprint) changed or it stopped answering.
 """
 
 import argparse
 import contextlib
-import http.client
+import dataclasses
 import hashlib
+import http.client
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -22,6 +25,18 @@ import urllib.error
 import urllib.request
 
 LAB_ROOT = pathlib.Path(os.environ.get("TF_LAB_ROOT", "/tmp/tokenfactory-lab"))  # noqa: S108 - lab state
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass
+class Launch:
+    argv: list
+    ready: object  # callable -> bool
+    fingerprint: list
+    env: dict = dataclasses.field(default_factory=dict)
+    popen: dict = dataclasses.field(default_factory=dict)  # extra Popen arguments (user, group)
+    stop_signal: int = signal.SIGTERM
+    scheme: str = "http"
 
 
 def state_dir(cluster):
@@ -30,30 +45,94 @@ def state_dir(cluster):
     return path
 
 
-def vllm_command(port, args):
+def digest(*paths):
+    sha = hashlib.sha256()
+    for path in paths:
+        sha.update(pathlib.Path(path).read_bytes())
+    return sha.hexdigest()
+
+
+def http_ready(url):
+    def check():
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback http
+                return response.status == 200
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError):
+            return False
+
+    return check
+
+
+def quietly(check):
+    def wrapped():
+        try:
+            return check()
+        except (subprocess.SubprocessError, OSError):
+            return False
+
+    return wrapped
+
+
+def vllm_launch(port, args):
     from tests.engine import install
     from tests.engine.server import ENGINE_ENV, VllmServer
 
     server = VllmServer(model_dir=install.tiny_model_dir(), served_name=args.served_name, port=port)
     argv = server.command(install.vllm_python())
-    return argv, dict(ENGINE_ENV), f"http://127.0.0.1:{port}/health", argv
+    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/health"), argv, env=dict(ENGINE_ENV))
 
 
-def prometheus_command(port, args):
+def prometheus_launch(port, args):
     config = pathlib.Path(args.config).resolve()
-    data = state_dir(args.cluster) / "prometheus-data"
     argv = [
         str(pathlib.Path(args.bin_dir) / "prometheus"),
         f"--config.file={config}",
-        f"--storage.tsdb.path={data}",
+        f"--storage.tsdb.path={state_dir(args.cluster) / 'prometheus-data'}",
         f"--web.listen-address=127.0.0.1:{port}",
         "--web.enable-lifecycle",
     ]
-    fingerprint = [*argv, hashlib.sha256(config.read_bytes()).hexdigest()]
-    return argv, {}, f"http://127.0.0.1:{port}/-/ready", fingerprint
+    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/-/ready"), [*argv, digest(config)])
 
 
-SERVICES = {"vllm": vllm_command, "prometheus": prometheus_command}
+def postgres_server(port, args):
+    from tests.gateway.services import PostgresServer
+
+    return PostgresServer(directory=state_dir(args.cluster) / "postgres", port=port)
+
+
+def postgres_launch(port, args):
+    argv, as_user = postgres_server(port, args).initdb()
+    ready = quietly(postgres_server(port, args).ready)
+    # SIGINT = "fast" shutdown: does not wait for the gateway's pooled connections to leave.
+    return Launch(argv, ready, argv, popen=as_user, stop_signal=signal.SIGINT, scheme="postgresql")
+
+
+def redis_launch(port, args):
+    from tests.gateway.services import RedisServer
+
+    server = RedisServer(directory=state_dir(args.cluster) / "redis", port=port)
+    argv = server.command()
+    return Launch(argv, quietly(server.ready), argv, scheme="redis")
+
+
+def gateway_launch(port, args):
+    from tests.gateway.gateway import SERVICE_DIR
+
+    config = pathlib.Path(args.config).resolve()
+    argv = [sys.executable, "-m", "tokenfactory_gateway", "--config", str(config)]
+    sources = sorted((SERVICE_DIR / "tokenfactory_gateway").glob("*.py"))
+    # Restarted when its configuration, its credentials or its code change.
+    fingerprint = [*argv, port, digest(config, *args.secret_file), digest(*sources)]
+    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/ready"), fingerprint, env={"PYTHONPATH": str(SERVICE_DIR)})
+
+
+SERVICES = {
+    "gateway": gateway_launch,
+    "postgres": postgres_launch,
+    "prometheus": prometheus_launch,
+    "redis": redis_launch,
+    "vllm": vllm_launch,
+}
 
 
 def alive(pid):
@@ -69,61 +148,76 @@ def port_in_use(port):
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def healthy(url):
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback http
-            return response.status == 200
-    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError):
-        return False
-
-
 def ensure(name, port, args):
     path = state_dir(args.cluster) / f"{name}.json"
-    argv, extra_env, health, fingerprint = SERVICES[name](port, args)
+    launch = SERVICES[name](port, args)
+    fingerprint = json.loads(json.dumps(launch.fingerprint))
     if path.is_file():
         state = json.loads(path.read_text())
-        if state["fingerprint"] == fingerprint and alive(state["pid"]) and healthy(health):
+        if state["fingerprint"] == fingerprint and alive(state["pid"]) and launch.ready():
             return "running", state
         stop(path)
     if port_in_use(port):
         raise SystemExit(f"{name}: port {port} is used by another process; free it or choose another port")
     log = state_dir(args.cluster) / f"{name}.log"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(extra_env)
+    env.update(launch.env)
     with open(log, "ab") as out:
         proc = subprocess.Popen(  # noqa: S603 - argv built above
-            argv,
+            launch.argv,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
             cwd=tempfile.gettempdir(),
             start_new_session=True,
+            **launch.popen,
         )
     state = {
         "pid": proc.pid,
         "fingerprint": fingerprint,
         "port": port,
-        "url": f"http://127.0.0.1:{port}",
+        "url": f"{launch.scheme}://127.0.0.1:{port}",
         "log": str(log),
+        "stop_signal": int(launch.stop_signal),
     }
     path.write_text(json.dumps(state))
     deadline = time.monotonic() + args.timeout
-    while not healthy(health):
+    while not launch.ready():
         if proc.poll() is not None or time.monotonic() > deadline:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
             stop(path)
-            raise SystemExit(f"{name} did not become healthy at {health}; log {log}:\n{tail}")
+            raise SystemExit(f"{name} did not become ready; log {log}:\n{tail}")
         time.sleep(0.5)
     return "started", state
 
 
+def sql_name(value):
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", value):
+        raise argparse.ArgumentTypeError(f"{value!r}: use lower-case letters, digits and _ (a PostgreSQL name)")
+    return value
+
+
+def ensure_database(port, args):
+    """The gateway's role and database in the lab PostgreSQL (trust auth on loopback); True when created."""
+    server = postgres_server(port, args)
+    user, database = args.user, args.database  # checked by sql_name: safe to place in SQL
+    created = False
+    if server.psql("postgres", f"SELECT 1 FROM pg_roles WHERE rolname = '{user}'") != "1":  # noqa: S608
+        server.psql("postgres", f"CREATE ROLE {user} LOGIN")
+        created = True
+    if server.psql("postgres", f"SELECT 1 FROM pg_database WHERE datname = '{database}'") != "1":  # noqa: S608
+        server.psql("postgres", f"CREATE DATABASE {database} OWNER {user}")
+        created = True
+    return created
+
+
 def stop(path):
     state = json.loads(path.read_text())
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    for sig in (state.get("stop_signal", signal.SIGTERM), signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(state["pid"], sig)
-        for _attempt in range(40):
+        for _attempt in range(80):
             if not alive(state["pid"]):
                 break
             with contextlib.suppress(ChildProcessError):
@@ -140,14 +234,22 @@ def main(argv=None):
     parser.add_argument("--port", type=int)
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--served-name", default="tiny-qwen2")
-    parser.add_argument("--config", help="prometheus: configuration file")
+    parser.add_argument("--config", help="prometheus, gateway: configuration file")
     parser.add_argument("--bin-dir", help="prometheus: directory with the prometheus binary")
+    parser.add_argument("--secret-file", action="append", default=[], help="gateway: credential file it reads")
+    parser.add_argument("--database", type=sql_name, default="tokenfactory", help="postgres: database to create")
+    parser.add_argument("--user", type=sql_name, default="tokenfactory", help="postgres: owner role to create")
     args = parser.parse_args(argv)
     if args.action == "stop-all":
-        stopped = [p.stem for p in sorted(state_dir(args.cluster).glob("*.json")) if stop(p) is None]
+        # The gateway first: it holds connections to PostgreSQL and Redis.
+        order = {"gateway": 0}
+        paths = sorted(state_dir(args.cluster).glob("*.json"), key=lambda p: (order.get(p.stem, 1), p.stem))
+        stopped = [p.stem for p in paths if stop(p) is None]
         print(json.dumps({"stopped": stopped}))
         return 0
     status, state = ensure(args.name, args.port, args)
+    if args.name == "postgres" and ensure_database(args.port, args):
+        status = "started" if status == "started" else "changed"
     print(json.dumps({"status": status, "url": state["url"], "log": state["log"], "pid": state["pid"]}))
     return 0
 

@@ -13,6 +13,7 @@ from tests.awx.test_awx_style_runs import (  # pylint: disable=unused-import
     run_job,
     survey_answers,
 )
+from lab.services import LAB_ROOT
 from tests.playbooks.ansible_run import ROOT, ansible_env, run_playbook
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -92,6 +93,39 @@ def test_validation_summary_and_reports(lab_runs):
     assert reports, "report paths not printed"
     for path in reports.groups():
         assert (ROOT / path).is_file() or pathlib.Path(path).is_file(), path
+
+
+LEDGER = re.compile(
+    r"Ledger for tenant lab: (\d+) requests, (\d+) prompt \+ (\d+) completion tokens, cost ([0-9.]+) USD"
+)
+
+
+def ledger(output):
+    """The lab's ledger line (the debug callback wraps long messages: compare with whitespace collapsed)."""
+    match = LEDGER.search(" ".join(output.split()))
+    assert match, "no ledger summary printed"
+    return int(match[1]), int(match[2]), int(match[3]), float(match[4])
+
+
+def test_validation_went_through_the_gateway_and_was_metered(lab_runs):
+    assert "went through the real gateway http://127.0.0.1:18480/v1" in " ".join(lab_runs["cold"].split())
+    assert "tf_endpoint_base_url: http://127.0.0.1:18480/v1" in lab_runs["cold"].split("CUSTOM STATS")[-1]
+    cold, warm = ledger(lab_runs["cold"]), ledger(lab_runs["warm"])
+    assert cold[0] >= 32 and cold[1] > 0 and cold[2] > 0 and cold[3] > 0, cold
+    # The warm run's 32 validation requests are added to the same tenant's ledger (nothing was reset).
+    assert warm[0] >= cold[0] + 32 and warm[3] > cold[3], (cold, warm)
+
+
+def test_gateway_credentials_and_key_are_0600_files_never_printed(lab_runs):
+    gateway_dir = LAB_ROOT / "tf-lab-gateway"
+    reports = "".join(path.read_text() for path in (ROOT / "reports/lab").glob("lab.*"))
+    for name in ("admin-token", "key-pepper", "lab-validation.key"):
+        path = gateway_dir / name
+        assert path.stat().st_mode & 0o777 == 0o600, name
+        secret = path.read_text().strip()
+        assert len(secret) >= 32, name
+        for where, text in (("cold", lab_runs["cold"]), ("warm", lab_runs["warm"]), ("reports", reports)):
+            assert secret not in text, f"{name} printed in the {where} output"
 
 
 def test_validation_result_published_with_set_stats(lab_runs):

@@ -46,13 +46,17 @@ def _as_postgres() -> dict:
 
 
 class PostgresServer:
-    def __init__(self):
-        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="tf-pg-"))
-        self.port = free_port()
+    """A fresh server in a temporary dir on a free port, or (lab) a kept one in `directory` on `port`."""
+
+    def __init__(self, directory=None, port=None):
+        self.dir = pathlib.Path(directory) if directory else pathlib.Path(tempfile.mkdtemp(prefix="tf-pg-"))
+        self.port = port or free_port()
         self.proc = None
         self._databases = 0
 
-    def start(self):
+    def initdb(self):
+        """Create the cluster's data directory unless it exists; returns the server's argv and Popen arguments."""
+        self.dir.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             shutil.chown(self.dir, "postgres", "postgres")
         data = self.dir / "data"
@@ -63,14 +67,17 @@ class PostgresServer:
                 capture_output=True,
                 **_as_postgres(),
             )
+        argv = [PG_BIN / "postgres", "-D", data, "-p", self.port, "-k", self.dir, "-c", "listen_addresses=127.0.0.1"]
+        return [str(arg) for arg in argv], _as_postgres()
+
+    def ready(self) -> bool:
+        return self.psql("postgres", "SELECT 1") == "1"
+
+    def start(self):
+        argv, as_user = self.initdb()
         log = open(self.dir / "postgres.log", "wb")  # noqa: SIM115 - lives as long as the server
-        self.proc = subprocess.Popen(
-            [PG_BIN / "postgres", "-D", data, "-p", str(self.port), "-k", self.dir, "-c", "listen_addresses=127.0.0.1"],
-            stdout=log,
-            **_as_postgres(),
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(lambda: self.psql("postgres", "SELECT 1") == "1", 30, "postgres")
+        self.proc = subprocess.Popen(argv, stdout=log, **as_user, stderr=subprocess.STDOUT)
+        wait_for(self.ready, 30, "postgres")
         return self
 
     def psql(self, database: str, sql: str) -> str:
@@ -103,18 +110,25 @@ class PostgresServer:
 
 
 class RedisServer:
-    def __init__(self):
-        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="tf-redis-"))
-        self.port = free_port()
+    """A fresh server in a temporary dir on a free port, or (lab) a kept one in `directory` on `port`."""
+
+    def __init__(self, directory=None, port=None):
+        self.dir = pathlib.Path(directory) if directory else pathlib.Path(tempfile.mkdtemp(prefix="tf-redis-"))
+        self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc = None
 
+    def command(self) -> list:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")]  # fmt: skip
+
+    def ready(self) -> bool:
+        return self.cli("PING") == "PONG"
+
     def start(self):
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")],
-        )  # fmt: skip
-        wait_for(lambda: self.cli("PING") == "PONG", 15, "redis")
+        self.proc = subprocess.Popen(self.command())
+        wait_for(self.ready, 15, "redis")
         return self
 
     def cli(self, *args) -> str:

@@ -45,7 +45,7 @@ def test_workload_interface_settings(host):
         f"NCCL_SOCKET_IFNAME={LINK}",
         f"GLOO_SOCKET_IFNAME={LINK}",
         f"UCX_NET_DEVICES={LINK}",
-        "TOKENFACTORY_FABRIC=spark_pair",
+        "TOKENFACTORY_FABRIC=connectx_pair",  # the pair inventory's group name
     ):
         assert line in env
     assert f"NCCL_SOCKET_IFNAME={LINK}" in host.check_output("bash -lc env")
