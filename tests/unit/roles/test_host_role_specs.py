@@ -1,0 +1,19 @@
+"""Each host role documents exactly the variables it defaults (meta/argument_specs.yml vs defaults/main.yml)."""
+
+import pathlib
+
+import pytest
+import yaml
+
+ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
+HOST_ROLES = ("preflight", "host_prep", "containerd", "kubernetes", "cni", "connectx")
+
+
+@pytest.mark.parametrize("role", HOST_ROLES)
+def test_argument_specs_match_defaults(role):
+    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()) or {}
+    spec = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())
+    options = spec["argument_specs"]["main"]["options"]
+    assert sorted(options) == sorted(defaults)
+    assert all(option.get("description") for option in options.values())
+    assert "## How it is tested" in (ROLES / role / "README.md").read_text()
