@@ -5,6 +5,7 @@ Calico's CRDs are the real ones (tigera/operator Go module); tigera-operator.yam
 Simulated: the nodes (kwok sets Ready; no kubelet, no Calico pods ever run). See roles/cni/README.md.
 """
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 import yaml
 from kubernetes import client, dynamic
 
-from tests.host_roles import calico_manifests
+from tests.host_roles import cni_sources
 from tests.host_roles.playbook import changed_count, run_role
 from tests.lab import bins
 from tests.lab.cluster import POD_CIDR, SERVICE_CIDR, LabCluster
@@ -38,12 +39,11 @@ def upload_kubeadm_config(cluster, tmp_path, pod_cidr=POD_CIDR):
             ]
         )
     )
-    kubeadm = str(bins.bin_dir() / "kubeadm")
-    argv = [kubeadm, "init", "phase", "upload-config", "kubeadm", "--config", str(config)]
+    argv = [cni_sources.lab_binary("kubeadm"), "init", "phase", "upload-config", "kubeadm", "--config", str(config)]
     subprocess.run([*argv, "--kubeconfig", str(cluster.kubeconfig)], check=True, capture_output=True, text=True)
 
 
-def run_cni(cluster, manifest_dir, **overrides):
+def run_cni(cluster, manifest_dir="", **overrides):
     variables = {
         "ansible_python_interpreter": sys.executable,  # the venv with the kubernetes client
         "cni_kubeconfig": str(cluster.kubeconfig),
@@ -61,14 +61,20 @@ def output(result):
 
 @pytest.fixture(scope="module")
 def manifest_dir(tmp_path_factory):
-    return calico_manifests.build(tmp_path_factory.mktemp("calico"))
+    return cni_sources.calico_manifests(tmp_path_factory.mktemp("calico"))
+
+
+@contextlib.contextmanager
+def kubeadm_cluster(tmp_dir, profile="spark-pair"):
+    """A fresh lab cluster carrying kubeadm's configuration (the role changes cluster-wide objects)."""
+    with LabCluster(profile, f"pytest-{os.getpid()}-cni-{uuid.uuid4().hex[:6]}") as cluster:
+        upload_kubeadm_config(cluster, tmp_dir)
+        yield cluster
 
 
 @pytest.fixture(scope="module")
 def kubeadm_pair(tmp_path_factory):
-    """A fresh two-Spark lab cluster carrying kubeadm's configuration (the role changes cluster-wide objects)."""
-    with LabCluster("spark-pair", f"pytest-{os.getpid()}-cni-{uuid.uuid4().hex[:6]}") as cluster:
-        upload_kubeadm_config(cluster, tmp_path_factory.mktemp("kubeadm"))
+    with kubeadm_cluster(tmp_path_factory.mktemp("kubeadm")) as cluster:
         yield cluster
 
 
@@ -130,3 +136,32 @@ def test_node_that_never_becomes_ready_fails_the_wait(lab_cluster_factory, manif
     result = run_cni(cluster, manifest_dir, cni_ready_timeout=10)
     assert result.returncode != 0
     assert "Failed to gather information about Node(s) even after waiting" in result.stdout, output(result)
+
+
+@pytest.fixture(scope="module")
+def cilium_pair(tmp_path_factory):
+    """(cluster, first run, second run) of the role with cni_plugin=cilium on its own two-Spark cluster."""
+    with kubeadm_cluster(tmp_path_factory.mktemp("kubeadm")) as cluster:
+        overrides = {
+            "cni_plugin": "cilium",
+            "cni_cilium_chart_dir": str(cni_sources.cilium_chart()),
+            "cni_helm_binary": cni_sources.lab_binary("helm"),
+        }
+        yield cluster, run_cni(cluster, **overrides), run_cni(cluster, **overrides)
+
+
+def test_cilium_chart_installs_with_kubeadms_pod_cidr(cilium_pair):
+    cluster, first = cilium_pair[:2]
+    assert first.returncode == 0, output(first)
+    with cluster.api_client() as api:
+        config = client.CoreV1Api(api).read_namespaced_config_map("cilium-config", "kube-system").data
+        agents = client.AppsV1Api(api).read_namespaced_daemon_set("cilium", "kube-system").status
+    assert (config["ipam"], config["cluster-pool-ipv4-cidr"]) == ("cluster-pool", POD_CIDR)
+    # helm --wait passed: an agent on each simulated Spark reported Ready (by kwok).
+    assert (agents.desired_number_scheduled, agents.number_ready) == (2, 2)
+
+
+def test_cilium_second_run_changes_nothing(cilium_pair):
+    second = cilium_pair[2]
+    assert second.returncode == 0, output(second)
+    assert changed_count(second) == 0, output(second)

@@ -19,13 +19,16 @@ def test_closed_loop_against_vllm(vllm_engine):
         num_requests=24,
         warmup_requests=2,
         prompt_tokens=64,
-        output_tokens=32,
+        output_tokens=160,  # a run of seconds: /metrics on a loaded 2-core machine can stall for 1-2 s
         metrics_url=vllm_engine.metrics_url,
-        scrape_interval=0.5,
+        scrape_interval=0.25,
         return_requests=True,
+        # Loose SLOs: this checks the evaluation on a real engine, not a shared 2-core CPU's speed (whose
+        # API server can stall for a second under load); the SLO logic itself is unit-tested.
+        slo={"percentile": 95, "ttft_ms": 5000.0, "itl_ms": 2000.0},
     )
     assert result["completed"] == 24 and result["failed"] == 0, result["errors"]
-    assert {r["output_tokens"] for r in result["requests"]} == {32}  # ignore_eos: exactly max_tokens each
+    assert {r["output_tokens"] for r in result["requests"]} == {160}  # ignore_eos: exactly max_tokens each
     assert not result["tokens_estimated"]
     server = result["server"]
     assert server["scraped"] and server["kv_cache_usage"]["samples"] >= 2
@@ -46,10 +49,15 @@ def test_chat_stream_against_vllm(vllm_engine):
         num_requests=6,
         output_tokens=16,
         metrics_url=vllm_engine.metrics_url,
+        return_requests=True,
     )
     assert result["completed"] == 6 and result["total_output_tokens"] == 96
     assert result["token_check"]["match"] is True
-    assert result["count_itl"] >= 6 * 10  # one content chunk per token, the role preamble is not one
+    # One content chunk per token, or fewer when vLLM's API server falls behind and merges tokens into one
+    # chunk (seen on a loaded machine); the role preamble is never one (it would make 17).
+    chunks = [r["chunks"] for r in result["requests"]]
+    assert all(1 <= c <= 16 for c in chunks), chunks
+    assert result["count_itl"] == sum(c - 1 for c in chunks)
 
 
 def test_kv_pressure_then_engine_dies_mid_run(tiny_model_dir):
@@ -61,7 +69,9 @@ def test_kv_pressure_then_engine_dies_mid_run(tiny_model_dir):
             num_requests=16,
             warmup_requests=1,
             prompt_tokens=96,
-            output_tokens=160,
+            # ~500 tokens = 4 of the 16 blocks per request: 8 in flight need twice the cache, so it stays full
+            # for seconds, long enough for a sample even when /metrics stalls on a loaded machine.
+            output_tokens=400,
             metrics_url=engine.metrics_url,
             scrape_interval=0.25,
         )
