@@ -101,8 +101,9 @@ def postgres_server(port, args):
 
 
 def postgres_launch(port, args):
-    argv, as_user = postgres_server(port, args).initdb()
-    ready = quietly(postgres_server(port, args).ready)
+    server = postgres_server(port, args)
+    argv, as_user = server.initdb()
+    ready = quietly(server.ready)
     # SIGINT = "fast" shutdown: does not wait for the gateway's pooled connections to leave.
     return Launch(argv, ready, argv, popen=as_user, stop_signal=signal.SIGINT, scheme="postgresql")
 

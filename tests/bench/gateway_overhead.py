@@ -188,7 +188,7 @@ def cpu_seconds(pid: int | None) -> float:
         except OSError:
             continue
         stats[int(stat.parent.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-    tree, ticks = {pid}, 0
+    tree = {pid}
     for _depth in range(4):
         tree |= {child for child, (parent, _cpu) in stats.items() if parent in tree}
     ticks = sum(stats[p][1] for p in tree if p in stats)

@@ -86,7 +86,4 @@ def cilium_chart() -> pathlib.Path:
 
 def lab_binary(name: str) -> str:
     """A binary from scripts/build-k8s-lab-bins (kubeadm, helm, ...), built first when missing."""
-    path = bins.bin_dir() / name
-    if not os.access(path, os.X_OK):
-        subprocess.run([str(bins.BUILD_SCRIPT)], check=True)
-    return str(path)
+    return str(bins.ensure_bins() / name)

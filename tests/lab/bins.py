@@ -7,7 +7,19 @@ import subprocess
 KUBE_VERSION = "v1.36.3"
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-k8s-lab-bins"
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwokctl")
+# Everything scripts/build-k8s-lab-bins installs: the control plane, kwok, the node binaries and helm.
+BINARIES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kwok",
+    "kwokctl",
+    "kubeadm",
+    "kubelet",
+    "helm",
+)
 
 
 def tf_cache() -> pathlib.Path:
