@@ -17,3 +17,13 @@ def test_argument_specs_match_defaults(role):
     assert sorted(options) == sorted(defaults)
     assert all(option.get("description") for option in options.values())
     assert "## How it is tested" in (ROLES / role / "README.md").read_text()
+
+
+@pytest.mark.parametrize("role", sorted(p.name for p in ROLES.iterdir() if (p / "tasks").is_dir()))
+def test_every_role_specifies_its_defaults(role):
+    """Every role (host roles and cluster add-ons) has argument specs covering each default it sets."""
+    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()) or {}
+    spec = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())
+    options = spec["argument_specs"]["main"]["options"]
+    assert set(defaults) <= set(options), sorted(set(defaults) - set(options))
+    assert all(option.get("description") for option in options.values())
