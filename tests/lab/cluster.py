@@ -8,6 +8,7 @@ import pathlib
 import shutil
 import signal
 import ssl
+import sys
 import time
 import urllib.request
 
@@ -16,7 +17,10 @@ from tests.lab import bins, kubeconfig, nodes, pki, processes
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 NODE_LEASE_SECONDS = 40
-PORT_ATTEMPTS = 3  # ports are picked free, but another process may bind one before our component does
+# Ports are picked free, but another process may bind one before our component does; and a component
+# killed by a signal before it is ready (no exit of its own) is an outside event, retried like a port race.
+START_ATTEMPTS = 3
+TRANSIENT = ("address already in use", "killed by")
 
 
 class LabError(RuntimeError):
@@ -57,7 +61,7 @@ class LabCluster:
             raise LabError(f"lab cluster {self.name!r} is already running ({self.dir}); stop it first")
         prune_stale()
         bin_dir = bins.ensure_bins()
-        for attempt in range(1, PORT_ATTEMPTS + 1):
+        for attempt in range(1, START_ATTEMPTS + 1):
             _OWNED.add(self)
             shutil.rmtree(self.dir, ignore_errors=True)
             try:
@@ -66,8 +70,9 @@ class LabCluster:
                 break
             except LabError as err:
                 self.stop(keep_logs=True)
-                if "address already in use" not in str(err) or attempt == PORT_ATTEMPTS:
+                if not any(t in str(err) for t in TRANSIENT) or attempt == START_ATTEMPTS:
                     raise
+                print(f"lab {self.name}: start attempt {attempt} failed, retrying: {err}", file=sys.stderr)
             except BaseException:
                 self.stop(keep_logs=True)
                 raise
@@ -277,10 +282,12 @@ class LabCluster:
             time.sleep(0.2)
 
     def _fail_if_exited(self, what: str) -> None:
-        dead = [c for c, p in self._procs.items() if not processes.alive(p["pid"], p["exe"])]
+        dead = {c: p["pid"] for c, p in self._procs.items() if not processes.alive(p["pid"], p["exe"])}
         if dead:
+            how = ", ".join(f"{c} ({processes.exit_status(pid)})" for c, pid in dead.items())
             raise LabError(
-                f"lab {self.name}: {', '.join(dead)} exited while waiting for {what}\n{self._log_tails(dead)}"
+                f"lab {self.name}: {how} exited while waiting for {what}; "
+                f"MemAvailable {processes.mem_available_mib()} MiB\n{self._log_tails(dead)}"
             )
 
     def _log_tails(self, components=None, lines: int = 15) -> str:

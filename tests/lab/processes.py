@@ -69,6 +69,28 @@ def alive(pid: int, exe: str) -> bool:
     return cmdline.decode() == exe and state != "Z"
 
 
+def exit_status(pid: int) -> str:
+    """How a child started here ended: 'exit code N', 'killed by SIGNAME', or 'running'/'unknown'."""
+    child = _CHILDREN.get(pid)
+    if child is None:
+        return "unknown (not started by this process)"
+    code = child.poll()
+    if code is None:
+        return "running"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def mem_available_mib() -> int:
+    for line in pathlib.Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) // 1024
+    return -1
+
+
 def rss_bytes(pid: int) -> int:
     try:
         for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():

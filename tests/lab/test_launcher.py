@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from tests.lab import bins, processes
-from tests.lab.cluster import LabCluster, lab_root
+from tests.lab.cluster import LabCluster, LabError, lab_root
 from tests.lab.wait import wait_until
 
 pytestmark = pytest.mark.lab
@@ -105,3 +105,43 @@ def test_retries_when_a_port_is_taken(monkeypatch):
     with blocker, LabCluster("spark-single", f"pytest-{os.getpid()}-retry-{uuid.uuid4().hex[:6]}") as lab:
         assert lab.server != f"https://127.0.0.1:{blocker.getsockname()[1]}"
         assert lab.status()["running"]
+
+
+def test_retries_a_component_killed_before_ready(monkeypatch, capsys):
+    """A SIGKILL from outside during start-up (OOM killer, stray cleanup) costs one retry, and says so."""
+    real_spawn = processes.spawn
+    killed = []
+
+    def spawn_and_kill_first_apiserver(argv, log_path, *, tie_to_parent):
+        pid = real_spawn(argv, log_path, tie_to_parent=tie_to_parent)
+        if argv[0].endswith("/kube-apiserver") and not killed:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        return pid
+
+    monkeypatch.setattr(processes, "spawn", spawn_and_kill_first_apiserver)
+    with LabCluster("spark-single", f"pytest-{os.getpid()}-killed-{uuid.uuid4().hex[:6]}") as lab:
+        assert lab.status()["running"]
+        assert lab.status()["components"]["kube-apiserver"]["pid"] != killed[0]
+    retried = "start attempt 1 failed, retrying: lab {}: kube-apiserver (killed by SIGKILL) exited while waiting"
+    assert retried.format(lab.name) in capsys.readouterr().err
+
+
+def test_a_component_failing_on_its_own_is_not_retried(monkeypatch):
+    """An exit with the component's own error (here: a bad flag) fails at once with its exit code and log."""
+    real_spawn = processes.spawn
+    apiservers = []
+
+    def spawn_with_bad_flag(argv, log_path, *, tie_to_parent):
+        if argv[0].endswith("/kube-apiserver"):
+            apiservers.append(argv[0])
+            argv = [*argv, "--no-such-flag"]
+        return real_spawn(argv, log_path, tie_to_parent=tie_to_parent)
+
+    monkeypatch.setattr(processes, "spawn", spawn_with_bad_flag)
+    lab = LabCluster("spark-single", f"pytest-{os.getpid()}-badflag-{uuid.uuid4().hex[:6]}")
+    with pytest.raises(LabError, match=r"kube-apiserver \(exit code 1\) exited") as err:
+        lab.start(timeout=60)
+    assert "unknown flag: --no-such-flag" in str(err.value)
+    assert len(apiservers) == 1
+    lab.stop()
