@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import time
@@ -225,6 +226,10 @@ class Call:
                 await resp.write_eof()
             except ConnectionError:
                 self.disconnected = True
+        # The client has its last byte. Let streams whose chunks are already waiting be relayed before this
+        # one's bookkeeping (ledger record, metrics, access log): when many streams end at once, it would
+        # otherwise delay each of their last chunks by every earlier stream's bookkeeping.
+        await asyncio.sleep(0)
         return resp
 
     async def debit(self) -> None:
