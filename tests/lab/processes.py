@@ -57,10 +57,15 @@ _CHILDREN: dict[int, subprocess.Popen] = {}
 
 
 def alive(pid: int, exe: str) -> bool:
-    """True when pid runs exe (guards against a recycled pid) and is not a zombie."""
+    """True while pid runs: a child started here by its Popen; any other pid when it runs exe and is no zombie.
+
+    A child started here is judged by poll() alone: its pid cannot be reused before it is reaped, and its
+    /proc cmdline is empty for a moment after Popen returns (the close-on-exec pipe Popen waits on closes
+    before execve has set up the new argv), which a loaded machine makes long enough to see.
+    """
     child = _CHILDREN.get(pid)
-    if child is not None and child.poll() is not None:
-        return False
+    if child is not None:
+        return child.poll() is None
     try:
         cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
         state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
