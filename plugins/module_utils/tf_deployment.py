@@ -234,7 +234,7 @@ def pod_state(pods):
     """(nodes the pods run on, scheduler complaint or '')."""
     nodes = sorted({p["spec"]["nodeName"] for p in pods if p.get("spec", {}).get("nodeName")})
     for pod in pods:
-        for condition in pod.get("status", {}).get("conditions", []):
+        for condition in (pod.get("status") or {}).get("conditions") or []:
             if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
                 return (
                     nodes,

@@ -22,7 +22,7 @@ def _int_label(labels, key):
 
 
 def _ready(node):
-    for condition in node.get("status", {}).get("conditions", []):
+    for condition in (node.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False

@@ -81,19 +81,9 @@ progress:
   elements: str
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_crds import all_crds
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_crds import all_crds, established
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import CRD, GROUP, VERSION
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import INFO_ARG_SPEC, TokenFactoryModule
-
-
-def established(client, name):
-    def check():
-        crd = client.get(CRD, name)
-        conditions = {c["type"]: c["status"] for c in ((crd or {}).get("status") or {}).get("conditions") or []}
-        done = conditions.get("Established") == "True"
-        return done, None if done else f"waiting for CRD {name} to be Established"
-
-    return check
 
 
 def main():

@@ -39,16 +39,9 @@ def standin_crd(group, kind, plural):
 
 
 def install_standins(kube):
-    from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import CRD
+    from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_crds import established
 
     for group, kind, plural in sorted(STANDINS):
         kube.apply(standin_crd(group, kind, plural))
-
-    def established(name):
-        crd = kube.get(CRD, name) or {}
-        return any(
-            c["type"] == "Established" and c["status"] == "True" for c in crd.get("status", {}).get("conditions", [])
-        )
-
     for group, _kind, plural in STANDINS:
-        kube.wait_for(f"{plural}.{group}", lambda n=f"{plural}.{group}": (established(n), "not established"), 30)
+        kube.wait_for(f"{plural}.{group}", established(kube, f"{plural}.{group}"), 30)
