@@ -9,7 +9,7 @@ explain how to dump them for kubectl users. The OpenAPI schemas reject bad objec
 
 from __future__ import annotations
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import CRD, GROUP, VERSION
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import CRD, GROUP, VERSION, conditions
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -260,9 +260,8 @@ def established(client, name):
     """check() for KubeClient.wait_for: (True, None) once CRD `name` is Established (conditions may be null)."""
 
     def check():
-        current = client.get(CRD, name) or {}
-        conditions = {c["type"]: c["status"] for c in (current.get("status") or {}).get("conditions") or []}
-        done = conditions.get("Established") == "True"
+        status = {c["type"]: c["status"] for c in conditions(client.get(CRD, name))}
+        done = status.get("Established") == "True"
         return done, None if done else f"waiting for CRD {name} to be Established"
 
     return check

@@ -11,6 +11,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_capacity imp
     estimate,
     resolve_utilization,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import conditions
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_render import MANAGED_VLLM_FLAGS, RESERVED_ENV
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import (
     ValidationError,
@@ -234,7 +235,7 @@ def pod_state(pods):
     """(nodes the pods run on, scheduler complaint or '')."""
     nodes = sorted({p["spec"]["nodeName"] for p in pods if p.get("spec", {}).get("nodeName")})
     for pod in pods:
-        for condition in (pod.get("status") or {}).get("conditions") or []:
+        for condition in conditions(pod):
             if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
                 return (
                     nodes,

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import conditions
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import parse_quantity
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -22,7 +23,7 @@ def _int_label(labels, key):
 
 
 def _ready(node):
-    for condition in (node.get("status") or {}).get("conditions") or []:
+    for condition in conditions(node):
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False

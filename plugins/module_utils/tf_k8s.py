@@ -120,6 +120,11 @@ def type_of(obj):
     return TYPES_BY_KIND[obj["kind"]]
 
 
+def conditions(obj):
+    """status.conditions of an API object (or None) as a list: the API server sends null while there are none."""
+    return ((obj or {}).get("status") or {}).get("conditions") or []
+
+
 class K8sError(Exception):
     """An API call failed; .status is the HTTP status (0 when the server was not reached)."""
 
