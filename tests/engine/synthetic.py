@@ -15,6 +15,7 @@ Subprocess:  SyntheticUpstream(..., subprocess=True), or
 import argparse
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -142,6 +143,20 @@ class Generation:
 
     def usage_chunk(self) -> dict:
         return self._envelope(self.object + (".chunk" if self.chat else ""), []) | {"usage": self.usage(self.tokens)}
+
+
+class Outcome:
+    """A request's finish reason, counted in the metrics once, when it is decided (vLLM counts it then too)."""
+
+    def __init__(self, metrics, request_id: int, arrival: float):
+        self.metrics, self.request_id, self.arrival = metrics, request_id, arrival
+        self.reason: str | None = None
+
+    def decide(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+            elapsed = asyncio.get_running_loop().time() - self.arrival
+            self.metrics.request_finished(self.request_id, reason, elapsed)
 
 
 class SyntheticUpstream:
@@ -301,20 +316,19 @@ class SyntheticUpstream:
             return request.keep_alive
         request_id = next(self._ids)
         self.metrics.request_started(request_id, gen.prompt_tokens)
-        reason = "abort"
+        outcome = Outcome(self.metrics, request_id, arrival)
         try:
             if gen.stream:
-                reason = await self._stream(gen, request_id, arrival, writer, request.keep_alive)
+                await self._stream(gen, request_id, arrival, writer, request.keep_alive, outcome)
             else:
                 await self._sleep_until(arrival, self._finish_offset(gen.tokens))
                 self.metrics.tokens_generated(request_id, gen.tokens)
                 self.metrics.ttft.observe(self.config.ttft_ms / 1000)
+                outcome.decide(gen.finish_reason)
                 await http11.send_json(writer, 200, gen.response(), request.keep_alive)
-                reason = gen.finish_reason
         finally:
-            elapsed = asyncio.get_running_loop().time() - arrival
-            self.metrics.request_finished(request_id, reason, elapsed)
-        return reason not in ("abort",) and request.keep_alive
+            outcome.decide("abort")  # no effect when already decided
+        return outcome.reason != "abort" and request.keep_alive
 
     async def _die(self) -> None:
         self.died.set()
@@ -330,8 +344,10 @@ class SyntheticUpstream:
         if delay > 0:
             await asyncio.sleep(delay)
 
-    async def _stream(self, gen: Generation, request_id: int, arrival: float, writer, keep_alive: bool) -> str:
-        """Send the SSE stream; returns the finish reason recorded in the metrics."""
+    async def _stream(
+        self, gen: Generation, request_id: int, arrival: float, writer, keep_alive: bool, outcome
+    ) -> None:
+        """Send the SSE stream; its finish reason is decided (and counted) before the closing events are sent."""
         config, body = self.config, http11.ChunkedStream(writer)
 
         async def event(payload) -> None:
@@ -345,12 +361,11 @@ class SyntheticUpstream:
         while sent < gen.tokens:
             if config.abort_after_chunks is not None and chunks >= config.abort_after_chunks:
                 writer.transport.abort()
-                return "abort"
+                return
             if config.error_after_chunks is not None and chunks >= config.error_after_chunks:
-                await event(error_body("Internal server error", "InternalServerError", 500))
-                await event("[DONE]")
-                await body.end()
-                return "error"
+                outcome.decide("error")
+                await self._last_events(body, event, error_body("Internal server error", "InternalServerError", 500))
+                return
             count = min(config.tokens_per_chunk, gen.tokens - sent)
             if chunks:
                 offset += config.itl_ms * count / 1000
@@ -367,11 +382,18 @@ class SyntheticUpstream:
             chunks += 1
             self.metrics.tokens_generated(request_id, count)
             await event(gen.chunk(text, sent == gen.tokens, sent))
-        if gen.include_usage:
-            await event(gen.usage_chunk())
-        await event("[DONE]")
-        await body.end()
-        return gen.finish_reason
+        outcome.decide(gen.finish_reason)
+        await self._last_events(body, event, *([gen.usage_chunk()] if gen.include_usage else []))
+
+    @staticmethod
+    async def _last_events(body, event, *payloads) -> None:
+        """Send the closing events and end the body. The outcome is already counted: a client that leaves as soon
+        as it has what it needs (the SDK closes on an error event) must not turn it into an abort, and one that
+        reads /metrics right after must find it."""
+        with contextlib.suppress(ConnectionError):
+            for payload in (*payloads, "[DONE]"):
+                await event(payload)
+            await body.end()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
