@@ -4,8 +4,10 @@ Upstream: the deterministic synthetic engine (tests/engine/synthetic.py); Postgr
 real processes (tests/gateway/services.py).
 """
 
+import http.server
 import json
 import socket
+import threading
 import time
 import urllib.request
 
@@ -188,6 +190,48 @@ def test_error_inside_a_200_stream_is_passed_through_and_recorded(gateway_factor
             list(c.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True))
         wait_ledger(gw, 1)
         assert gw.sql("SELECT error FROM usage_records") == "Internal server error"
+
+
+class CookieSettingUpstream(http.server.ThreadingHTTPServer):
+    """An upstream that sets a cookie on every answer and records the Cookie header of each request."""
+
+    def __init__(self):
+        self.cookies_seen: list[str | None] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                outer.cookies_seen.append(self.headers.get("Cookie"))
+                self.rfile.read(int(self.headers["Content-Length"]))
+                usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+                body = json.dumps({"id": "x", "object": "chat.completion", "choices": [], "usage": usage}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Set-Cookie", f"session=tenant-secret-{len(outer.cookies_seen)}; Path=/")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def test_upstream_cookies_are_never_replayed_to_other_requests(gateway_factory):
+    upstream = CookieSettingUpstream()
+    try:
+        url = f"http://localhost:{upstream.server_address[1]}"  # a host name: cookie jars ignore IP addresses
+        gw = gateway_factory(deployment_objects("tiny", MODEL, url, tenants=["acme", "globex"]))
+        for tenant in ("acme", "globex", "acme"):
+            client(gw, gw.create_key(tenant, name=f"k-{len(upstream.cookies_seen)}")).chat.completions.create(
+                model=MODEL, messages=MESSAGES
+            )
+        assert upstream.cookies_seen == [None, None, None], "an upstream cookie was sent on a later request"
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
 
 
 def test_usage_api_per_key_view_and_admin_view_are_isolated(gw):

@@ -1,11 +1,15 @@
 """Pure logic of the gateway (no processes): SSE filtering, prices, routing objects, settings."""
 
+import gc
+import hashlib
+import hmac
 import json
 from decimal import Decimal
 
 import pytest
 
 from tokenfactory_gateway import config
+from tokenfactory_gateway.app import tune_gc
 from tokenfactory_gateway.keys import bearer_token, generate_key, hash_key
 from tokenfactory_gateway.routing import Price, RoutingTable, deployments_from_objects
 from tokenfactory_gateway.sse import SseFilter
@@ -49,6 +53,26 @@ def test_sse_filter_records_an_error_event_and_keeps_it():
     assert sse.error == "boom"
 
 
+@pytest.mark.parametrize(
+    ("payload", "interesting"),
+    [
+        (b'data: {"usage":{"prompt_tokens":1}}', True),
+        (b'data: {"usage": {"prompt_tokens":1}}', True),
+        (b'data: {"error":{"message":"x"}}', True),
+        (b'data: {"error" : "x"}', True),
+        (b'data: {"choices":[],"usage":null}', False),
+        (b'data: {"choices":[{"delta":{"content":"say \\"usage\\": {"}}]}', False),
+    ],
+)
+def test_sse_filter_parses_only_events_with_usage_or_error(payload, interesting):
+    sse = SseFilter(strip_usage=True)
+    sse.feed(TOKEN)  # past the preamble: the fast path is on
+    out = sse.feed(payload + b"\n\n")
+    assert (sse.usage is not None or sse.error is not None) is interesting
+    if not interesting:
+        assert out == payload + b"\n\n"
+
+
 def test_price_is_exact_decimal_per_million():
     price = Price.from_spec({"currency": "EUR", "inputPer1M": "0.15", "outputPer1M": "0.60"}, "x")
     assert price.cost(1_000_001, 3) == Decimal("0.15000015") + Decimal("0.0000018")
@@ -89,6 +113,8 @@ def test_keys_are_long_random_and_hashed_with_the_pepper():
     assert key.startswith("tfk-") and len(key) > 40 and key.startswith(prefix)
     assert generate_key()[0] != key
     assert hash_key(b"p1", key) != hash_key(b"p2", key)
+    # stored hashes are HMAC-SHA256(pepper, key): a faster implementation must give the same bytes
+    assert hash_key(b"p1", key) == hmac.new(b"p1", key.encode(), hashlib.sha256).digest()
     assert bearer_token(f"Bearer {key}") == key and bearer_token("Basic x") is None and bearer_token(None) is None
 
 
@@ -112,3 +138,18 @@ def test_settings_name_the_bad_field(tmp_path):
     file.write_text("routing_file: /r.yaml\n")
     cfg = config.load(str(file), {**env, "TF_GATEWAY_KEY_PEPPER": "", "TF_GATEWAY_KEY_PEPPER_FILE": str(secret)})
     assert cfg.key_pepper == "q" * 32
+    with pytest.raises(ValueError, match="gc_young_threshold must be 0"):
+        config.load(str(file), {**env, "TF_GATEWAY_GC_YOUNG_THRESHOLD": "-5"})
+
+
+def test_gc_tuning_raises_the_young_threshold_and_freezes_start_up_objects():
+    before = gc.get_threshold()
+    try:
+        tune_gc(12345)
+        assert gc.get_threshold() == (12345, *before[1:])
+        assert gc.get_freeze_count() > 0
+        tune_gc(0)  # 0: Python's threshold stays as it is
+        assert gc.get_threshold()[0] == 12345
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

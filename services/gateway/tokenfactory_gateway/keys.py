@@ -9,7 +9,6 @@ push channel is down, in the same Redis call as the rate-limit check (ratelimit.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import hmac
 import secrets
 import time
@@ -27,7 +26,7 @@ def generate_key() -> tuple[str, str]:
 
 
 def hash_key(pepper: bytes, key: str) -> bytes:
-    return hmac.new(pepper, key.encode(), hashlib.sha256).digest()
+    return hmac.digest(pepper, key.encode(), "sha256")
 
 
 def bearer_token(header: str | None) -> str | None:

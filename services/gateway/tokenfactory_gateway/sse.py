@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 
-USAGE_MARKERS = (b'"usage":{', b'"usage": {')
-ERROR_MARKERS = (b'"error":', b'"error" :')
+# An event worth parsing: it carries a usage object or an error (one C-level scan per upstream read).
+INTERESTING = re.compile(rb'"usage": ?\{|"error" ?:')
 
 
 def _interesting(chunk: bytes) -> bool:
-    return any(m in chunk for m in USAGE_MARKERS) or any(m in chunk for m in ERROR_MARKERS)
+    return INTERESTING.search(chunk) is not None
 
 
 class SseFilter:
