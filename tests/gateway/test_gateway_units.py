@@ -1,6 +1,5 @@
 """Pure logic of the gateway (no processes): SSE filtering, prices, routing objects, settings."""
 
-import gc
 import hashlib
 import hmac
 import json
@@ -9,7 +8,6 @@ from decimal import Decimal
 import pytest
 
 from tokenfactory_gateway import config
-from tokenfactory_gateway.app import tune_gc
 from tokenfactory_gateway.keys import bearer_token, generate_key, hash_key
 from tokenfactory_gateway.routing import Price, RoutingTable, deployments_from_objects
 from tokenfactory_gateway.sse import SseFilter
@@ -138,18 +136,3 @@ def test_settings_name_the_bad_field(tmp_path):
     file.write_text("routing_file: /r.yaml\n")
     cfg = config.load(str(file), {**env, "TF_GATEWAY_KEY_PEPPER": "", "TF_GATEWAY_KEY_PEPPER_FILE": str(secret)})
     assert cfg.key_pepper == "q" * 32
-    with pytest.raises(ValueError, match="gc_young_threshold must be 0"):
-        config.load(str(file), {**env, "TF_GATEWAY_GC_YOUNG_THRESHOLD": "-5"})
-
-
-def test_gc_tuning_raises_the_young_threshold_and_freezes_start_up_objects():
-    before = gc.get_threshold()
-    try:
-        tune_gc(12345)
-        assert gc.get_threshold() == (12345, *before[1:])
-        assert gc.get_freeze_count() > 0
-        tune_gc(0)  # 0: Python's threshold stays as it is
-        assert gc.get_threshold()[0] == 12345
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*before)

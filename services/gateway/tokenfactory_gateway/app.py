@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 
@@ -172,16 +171,6 @@ async def self_usage(request):
     return web.Response(body=orjson.dumps(result), content_type="application/json")
 
 
-def tune_gc(young_threshold: int) -> None:
-    """Fewer, cheaper garbage collections. Every proxied request allocates a few hundred short-lived objects;
-    at Python's default (a young collection per 700 allocations) collecting cost the gateway a large share of
-    its CPU. Long-lived start-up objects (modules, pools, metrics) are frozen out of every later scan."""
-    gc.collect()
-    gc.freeze()
-    if young_threshold:
-        gc.set_threshold(young_threshold, *gc.get_threshold()[1:])
-
-
 def build_app(cfg) -> web.Application:
     gw = Gateway(cfg)
     gw.proxy = Proxy(gw)
@@ -190,7 +179,6 @@ def build_app(cfg) -> web.Application:
 
     async def lifecycle(app):
         await gw.start()
-        tune_gc(cfg.gc_young_threshold)
         yield
         await gw.stop()
 

@@ -42,7 +42,6 @@ class Config:
     metering_flush_interval: float = 0.1  # seconds a record may wait to share an insert (lost on a hard kill)
     spool_dir: str = "/var/lib/tokenfactory-gateway/spool"
     access_log: bool = True
-    gc_young_threshold: int = 20000  # allocations between young-generation collections; 0 keeps Python's default
     log_level: str = "INFO"
 
 
@@ -96,8 +95,6 @@ def validate(cfg: Config) -> None:
     for name in ("database_url", "admin_token", "key_pepper"):
         if not getattr(cfg, name):
             raise ValueError(f"{name} is required (setting, {ENV_PREFIX}{name.upper()} or {name}_file)")
-    if cfg.gc_young_threshold < 0:
-        raise ValueError(f"gc_young_threshold must be 0 (Python's default) or positive, got {cfg.gc_young_threshold}")
     if len(cfg.key_pepper) < 16:
         raise ValueError("key_pepper must be at least 16 characters")
     if len(cfg.admin_token) < 16:
