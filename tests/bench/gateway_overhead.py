@@ -8,7 +8,7 @@ admission, PostgreSQL metering, metrics, access log. LiteLLM runs in no-DB mode 
 Envoy is a plain route. Each proxy is one process (Envoy --concurrency 1).
 
     python tests/bench/gateway_overhead.py [--streams 1,16,64] [--rounds 3] [--ttft-ms 30] [--itl-ms 25]
-        [--arrivals steady,burst] [--skip litellm]
+        [--arrivals steady,burst] [--skip litellm] [--no-pin]
 
 Two arrival patterns, each a table: "steady" spreads the streams' starts over one request's duration, as
 in a closed loop that has been running (the targets are judged on it); "burst" starts every stream at the
@@ -16,7 +16,9 @@ same instant each round, which a deterministic upstream keeps in lockstep: 64 si
 set-ups, the worst case for any single-process proxy (Envoy included), reported for comparison.
 
 Targets are interleaved round by round, and each proxy's CPU time per request is printed next to its latency:
-latency depends on what else the machine runs, CPU per request much less.
+latency depends on what else the machine runs, CPU per request much less. Cores are split: each proxy has the
+last core to itself (a gateway has its own cores in a deployment), the client, the upstream and the databases
+share the others, so the load generator's own CPU is not counted as proxy latency; `--no-pin` shares them all.
 """
 
 from __future__ import annotations
@@ -198,21 +200,48 @@ def summarize(rounds: list[dict]) -> dict:
     }
 
 
+def split_cores() -> tuple[set, set] | None:
+    """(load side, proxy side): the proxy under test gets the last core to itself, as a gateway has its own cores
+    in a deployment; the client, the upstream and the databases share the others. None on a single core."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return (set(cpus[:-1]), {cpus[-1]}) if len(cpus) > 1 else None
+
+
+def pin_tree(pid: int, cores: set) -> None:
+    """Move every thread of a process and of its descendants onto `cores`."""
+    for proc in process_tree(pid):
+        for task in pathlib.Path(f"/proc/{proc}/task").glob("*"):
+            try:
+                os.sched_setaffinity(int(task.name), cores)
+            except (ProcessLookupError, FileNotFoundError):
+                continue
+
+
+def process_tree(pid: int) -> set[int]:
+    """A process and its live descendants (four levels deep)."""
+    parents = {}
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+    tree = {pid}
+    for _depth in range(4):
+        tree |= {child for child, parent in parents.items() if parent in tree}
+    return tree
+
+
 def cpu_seconds(pid: int | None) -> float:
     """User + system CPU of a process and its live descendants (0 for None: the direct target)."""
     if pid is None:
         return 0.0
-    stats = {}
-    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+    ticks = 0
+    for proc in process_tree(pid):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = pathlib.Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        stats[int(stat.parent.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-    tree = {pid}
-    for _depth in range(4):
-        tree |= {child for child, (parent, _cpu) in stats.items() if parent in tree}
-    ticks = sum(stats[p][1] for p in tree if p in stats)
+        ticks += int(fields[11]) + int(fields[12])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -232,7 +261,11 @@ def main() -> int:
     parser.add_argument("--itl-ms", type=float, default=25)
     parser.add_argument("--arrivals", default="steady,burst", help="comma list of: " + ", ".join(ARRIVALS))
     parser.add_argument("--skip", default="", help="comma list of targets to leave out (litellm, envoy)")
+    parser.add_argument("--no-pin", dest="pin", action="store_false", help="let every process use every core")
     args = parser.parse_args()
+    cores = split_cores() if args.pin else None
+    if cores:
+        os.sched_setaffinity(0, cores[0])  # inherited by the upstream, PostgreSQL, Redis and the proxies
     levels = [int(s) for s in args.streams.split(",")]
     skip = set(filter(None, args.skip.split(",")))
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="tf-bench-gw-"))
@@ -266,6 +299,11 @@ def main() -> int:
             cleanup.append(proc.stop)
             wait_for(lambda: proc.alive() and _get(url + "/health"), 30, f"Envoy (log {proc.log})")
             targets["envoy"] = (url, {}, proc.proc.pid)
+        if cores:
+            for _url, _headers, pid in targets.values():
+                if pid:
+                    pin_tree(pid, cores[1])
+            print(f"cores: client, upstream and databases on {sorted(cores[0])}, each proxy on {sorted(cores[1])}")
         stream_s = (args.ttft_ms + (OUTPUT_TOKENS - 1) * args.itl_ms) / 1000  # one request, upstream side
         ok = True
         for arrivals in args.arrivals.split(","):

@@ -26,7 +26,8 @@ def test_other_pid_must_run_the_recorded_exe(tmp_path):
     # A pid read from a state file may have been reused by another program: the exe guards against that.
     other = subprocess.Popen([SLEEP, "30"])
     try:
-        assert processes.alive(other.pid, SLEEP)
+        # Not started through processes.spawn, so judged by /proc: wait out the moment its cmdline is still empty.
+        wait_until(lambda: processes.alive(other.pid, SLEEP), timeout=10, what="sleep's cmdline in /proc")
         assert not processes.alive(other.pid, "/usr/bin/something-else")
         assert processes.exit_status(other.pid).startswith("unknown")
     finally:
