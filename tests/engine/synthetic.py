@@ -319,7 +319,7 @@ class SyntheticUpstream:
         outcome = Outcome(self.metrics, request_id, arrival)
         try:
             if gen.stream:
-                await self._stream(gen, request_id, arrival, writer, request.keep_alive, outcome)
+                await self._stream(gen, writer, request.keep_alive, outcome)
             else:
                 await self._sleep_until(arrival, self._finish_offset(gen.tokens))
                 self.metrics.tokens_generated(request_id, gen.tokens)
@@ -344,11 +344,9 @@ class SyntheticUpstream:
         if delay > 0:
             await asyncio.sleep(delay)
 
-    async def _stream(
-        self, gen: Generation, request_id: int, arrival: float, writer, keep_alive: bool, outcome
-    ) -> None:
+    async def _stream(self, gen: Generation, writer, keep_alive: bool, outcome: Outcome) -> None:
         """Send the SSE stream; its finish reason is decided (and counted) before the closing events are sent."""
-        config, body = self.config, http11.ChunkedStream(writer)
+        config, body, arrival = self.config, http11.ChunkedStream(writer), outcome.arrival
 
         async def event(payload) -> None:
             data = payload if isinstance(payload, str) else json.dumps(payload)
@@ -380,7 +378,7 @@ class SyntheticUpstream:
             text = "".join(TOKEN_WORDS[i % len(TOKEN_WORDS)] for i in range(sent, sent + count))
             sent += count
             chunks += 1
-            self.metrics.tokens_generated(request_id, count)
+            self.metrics.tokens_generated(outcome.request_id, count)
             await event(gen.chunk(text, sent == gen.tokens, sent))
         outcome.decide(gen.finish_reason)
         await self._last_events(body, event, *([gen.usage_chunk()] if gen.include_usage else []))
