@@ -1,4 +1,4 @@
-# Validation after rollout (plugins/module_utils/loadgen.py & co., validate_deployment, validation_report).
+# Validation after rollout (plugins/module_utils/loadtest/loadgen.py & co., validate_deployment, validation_report).
 .PHONY: test-validation bench-validation
 
 ## Synthetic-upstream accuracy, real CPU vLLM (KV pressure, engine death), gateway (API key, 429), playbook + reports.

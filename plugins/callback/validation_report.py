@@ -78,7 +78,7 @@ import time
 
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.validation import SCHEMA
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.validation import SCHEMA
 from ansible_collections.tokenfactory.spark.plugins.plugin_utils import report_data, report_html
 
 FORMATS = {"json": ".json", "junit": ".xml", "html": ".html"}

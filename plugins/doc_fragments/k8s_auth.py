@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # Connection and authentication (tf_k8s.py AUTH_ARG_SPEC), namespace, action group membership.
+    # Connection and authentication (k8s/client.py AUTH_ARG_SPEC), namespace, action group membership.
     DOCUMENTATION = r"""
 options:
   kubeconfig:

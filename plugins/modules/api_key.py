@@ -107,7 +107,7 @@ key:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway_client import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.client import (
     GATEWAY_AUTH_ARG_SPEC,
     LIMIT_OPTIONS,
     GatewayClient,

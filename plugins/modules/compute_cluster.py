@@ -99,10 +99,10 @@ inventory:
       type: dict
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_inventory import inventory
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import COMPUTE_CLUSTER, ENDPOINT, NODE
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import TokenFactoryModule, tf_object
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import ValidationError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import COMPUTE_CLUSTER, ENDPOINT, NODE
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 
 LABEL_VALUE_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 

@@ -14,7 +14,7 @@ description:
   - Applies the CRDs of C(ComputeCluster), C(Endpoint), C(Provider), C(Model) and C(ModelDeployment)
     (group C(tokenfactory.io), version C(v1alpha1), namespaced) with server-side apply, and waits until the
     API server serves them.
-  - The CRDs ship inside the collection as data (C(plugins/module_utils/tf_crds.py)); their OpenAPI schemas
+  - The CRDs ship inside the collection as data (C(plugins/module_utils/tokenfactory/crds.py)); their OpenAPI schemas
     reject bad objects (enums, patterns, ranges, required fields, C(minReplicas <= maxReplicas)).
   - Needs permission to manage CustomResourceDefinitions (cluster-admin); the other modules only need
     rights on the objects in their namespace.
@@ -81,9 +81,9 @@ progress:
   elements: str
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_crds import all_crds, established
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import CRD, GROUP, VERSION
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import INFO_ARG_SPEC, TokenFactoryModule
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.crds import all_crds, established
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import CRD, GROUP, VERSION
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import INFO_ARG_SPEC, TokenFactoryModule
 
 
 def main():

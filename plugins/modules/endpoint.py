@@ -96,14 +96,14 @@ tls_secret:
   sample: public-tls
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import (
     COMPUTE_CLUSTER,
     ENDPOINT,
     MODEL_DEPLOYMENT,
     SECRET,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import TokenFactoryModule, tf_object
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     check_tls_pair,
     dns_label,

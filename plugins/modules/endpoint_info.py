@@ -40,8 +40,8 @@ endpoints:
   elements: dict
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_info import run_info
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import ENDPOINT
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.info import run_info
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ENDPOINT
 
 
 def main():

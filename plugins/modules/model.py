@@ -109,13 +109,13 @@ served_name:
 
 from decimal import Decimal
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_capacity import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.capacity import (
     KNOWN_ARCHITECTURES,
     known_architecture,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import MODEL, MODEL_DEPLOYMENT, PROVIDER
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import TokenFactoryModule, tf_object
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL, MODEL_DEPLOYMENT, PROVIDER
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     decimal_string,
     model_source,

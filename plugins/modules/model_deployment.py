@@ -318,7 +318,7 @@ progress:
   elements: str
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_deployment import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import (
     deployment_spec,
     gpu_group,
     operator_phase,
@@ -326,7 +326,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_deployment i
     service_name,
     workload_phase,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import (
     COMPUTE_CLUSTER,
     DEPLOYMENT,
     DYNAMO_GRAPH,
@@ -342,13 +342,13 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import (
     STATEFUL_SET,
     K8sError,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import TokenFactoryModule, tf_object
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_render import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import (
     ranks_service_name,
     render,
     upstream_url,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import ValidationError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 
 LIMITS = {"requests_per_minute": {"type": "int"}, "tokens_per_minute": {"type": "int", "no_log": False}}
 QUANTITIES = {"cpu": {"type": "str"}, "memory": {"type": "str"}}

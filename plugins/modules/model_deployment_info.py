@@ -40,8 +40,8 @@ model_deployments:
   elements: dict
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_info import run_info
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import MODEL_DEPLOYMENT
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.info import run_info
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL_DEPLOYMENT
 
 
 def main():

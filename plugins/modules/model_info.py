@@ -39,8 +39,8 @@ models:
   elements: dict
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_info import run_info
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import MODEL
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.info import run_info
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL
 
 
 def main():

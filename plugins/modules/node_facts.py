@@ -87,7 +87,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils import node_info
+from ansible_collections.tokenfactory.spark.plugins.module_utils.host import node_info
 
 
 def gpu_facts(module, memory_bytes):

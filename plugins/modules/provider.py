@@ -77,9 +77,9 @@ credentials_secret:
   sample: huggingface-credentials
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import MODEL, PROVIDER, SECRET
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_module import TokenFactoryModule, tf_object
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL, PROVIDER, SECRET
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     dns_subdomain,
     url,

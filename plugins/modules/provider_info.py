@@ -35,8 +35,8 @@ providers:
   elements: dict
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_info import run_info
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import PROVIDER
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.info import run_info
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import PROVIDER
 
 
 def main():

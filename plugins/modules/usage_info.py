@@ -105,7 +105,7 @@ end:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway_client import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.client import (
     GATEWAY_AUTH_ARG_SPEC,
     GatewayClient,
     GatewayError,

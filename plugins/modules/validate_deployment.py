@@ -287,7 +287,7 @@ validation:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.validation import plan, run_validation
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.validation import plan, run_validation
 
 SLO_SPEC = {
     "percentile": {"type": "float", "default": 95},

@@ -10,8 +10,8 @@ import re
 import time
 from xml.etree import ElementTree
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.http_stream import redact_url
-from ansible_collections.tokenfactory.spark.plugins.module_utils.stats import METRIC_DEFINITIONS
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.http_stream import redact_url
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.stats import METRIC_DEFINITIONS
 
 REPORT_SCHEMA = "tokenfactory.spark/validation-report/v1"
 SECRET_KEY = re.compile(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 from html import escape
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.stats import METRIC_LABELS, METRICS
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.stats import METRIC_LABELS, METRICS
 from ansible_collections.tokenfactory.spark.plugins.plugin_utils import report_svg as svg
 
 CSS = """

@@ -31,9 +31,9 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / ".collections"), str(ROOT)]
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils import stats
-from ansible_collections.tokenfactory.spark.plugins.module_utils.loadgen import LoadGenerator, LoadSpec
-from ansible_collections.tokenfactory.spark.plugins.module_utils.prompts import make_prompts
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import stats
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.loadgen import LoadGenerator, LoadSpec
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.prompts import make_prompts
 
 NUM_PROMPTS, CONCURRENCY, OUTPUT_TOKENS, PROMPT_WORDS, WARMUPS, SEED = 64, 8, 64, 48, 2, 0
 METRICS, PERCENTILES = ("ttft", "itl", "tpot", "e2el"), (50, 90, 99)

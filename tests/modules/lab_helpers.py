@@ -7,7 +7,7 @@ import json
 import uuid
 
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.tokenfactory.spark.plugins.module_utils import tf_k8s as k8s
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
 
 SNAPSHOT_TYPES = (
     k8s.COMPUTE_CLUSTER,

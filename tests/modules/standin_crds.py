@@ -39,7 +39,7 @@ def standin_crd(group, kind, plural):
 
 
 def install_standins(kube):
-    from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_crds import established
+    from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.crds import established
 
     for group, kind, plural in sorted(STANDINS):
         kube.apply(standin_crd(group, kind, plural))

@@ -1,7 +1,7 @@
 """Capacity estimator: arithmetic against hand-computed values and the fit/supply policies."""
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils import tf_capacity as cap
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import capacity as cap
 
 from tests.modules.samples import QWEN_05B
 

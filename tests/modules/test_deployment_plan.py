@@ -1,15 +1,15 @@
 """Options -> spec validation and placement/capacity planning of model_deployment (no cluster needed)."""
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_capacity import CapacityError
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_deployment import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.capacity import CapacityError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import (
     deployment_spec,
     plan_deployment,
     service_name,
     workload_phase,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_inventory import inventory
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import ValidationError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 
 from tests.modules.samples import QWEN_05B, cluster, gb10, md_params
 

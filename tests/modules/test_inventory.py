@@ -1,6 +1,6 @@
 """Inventory from node labels/capacity: GB10 unified memory, discrete GPU memory label, fabrics."""
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_inventory import inventory
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
 
 from tests.modules.samples import gb10, h100, node
 

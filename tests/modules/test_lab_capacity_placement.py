@@ -4,7 +4,7 @@ removal, against real API servers with simulated GB10 nodes (spark-single and sp
 import uuid
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils import tf_k8s as k8s
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
 
 from tests.lab.cluster import LabCluster
 from tests.modules.fixtures import start_tf_lab

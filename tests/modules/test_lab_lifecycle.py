@@ -4,7 +4,7 @@ idempotence, info, delete, deletion cascade, secrets never returned."""
 import json
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils import tf_k8s as k8s
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
 
 from tests.modules.lab_helpers import self_signed, snapshot
 

@@ -5,7 +5,7 @@ import re
 import uuid
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils import tf_k8s as k8s
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
 
 from tests.modules.lab_helpers import snapshot
 from tests.playbooks.ansible_run import ROOT, run_playbook

@@ -1,9 +1,9 @@
 """Renderers: vLLM Deployment/StatefulSet/Service/HPA/PDB, NIMService, DynamoGraphDeployment."""
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_deployment import deployment_spec
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_inventory import inventory
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_render import render, upstream_url
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import deployment_spec
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import render, upstream_url
 
 from tests.modules.samples import QWEN_05B, gb10, md_params
 

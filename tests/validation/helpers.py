@@ -3,7 +3,7 @@
 import contextlib
 import os
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.validation import run_validation
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.validation import run_validation
 
 
 @contextlib.contextmanager

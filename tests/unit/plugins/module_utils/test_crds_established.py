@@ -1,9 +1,9 @@
-"""tf_crds.established: the wait check for a CRD, including the moment after create when conditions are null."""
+"""tokenfactory.crds.established: the wait check for a CRD, including the moment after create when conditions are null."""
 
 import pytest
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_crds import established
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import CRD
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.crds import established
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import CRD
 
 
 class OneObject:

@@ -3,7 +3,7 @@
 import pathlib
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils import node_info
+from ansible_collections.tokenfactory.spark.plugins.module_utils.host import node_info
 
 FIXTURES = pathlib.Path(__file__).parents[2] / "fixtures" / "nvidia-smi"
 

@@ -1,7 +1,7 @@
 """Prometheus text parsing, engine metric aliases and histogram-delta quantiles."""
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils import prom_scrape
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import prom_scrape
 
 VLLM_BEFORE = """# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
 # TYPE vllm:kv_cache_usage_perc gauge

@@ -5,8 +5,8 @@ import random
 import statistics
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils import stats
-from ansible_collections.tokenfactory.spark.plugins.module_utils.loadgen import RequestRecord
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import stats
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.loadgen import RequestRecord
 
 
 def record(index, start, chunks, out, ok=True, kind=None, status=200, prompt_tokens=10):

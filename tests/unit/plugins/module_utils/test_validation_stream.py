@@ -5,9 +5,9 @@ import json
 import random
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils import http_stream
-from ansible_collections.tokenfactory.spark.plugins.module_utils.loadgen import LoadGenerator, LoadSpec
-from ansible_collections.tokenfactory.spark.plugins.module_utils.sse_recorder import SSERecorder
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import http_stream
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.loadgen import LoadGenerator, LoadSpec
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.sse_recorder import SSERecorder
 
 
 def sse(*docs):

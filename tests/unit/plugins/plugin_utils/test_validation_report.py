@@ -4,8 +4,8 @@ import json
 from xml.etree import ElementTree
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils import stats
-from ansible_collections.tokenfactory.spark.plugins.module_utils.loadgen import RequestRecord
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import stats
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.loadgen import RequestRecord
 from ansible_collections.tokenfactory.spark.plugins.plugin_utils import report_data, report_html
 
 SECRET = "sk-very-secret-0042"

@@ -9,7 +9,7 @@ explain how to dump them for kubectl users. The OpenAPI schemas reject bad objec
 
 from __future__ import annotations
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import CRD, GROUP, VERSION, conditions
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import CRD, GROUP, VERSION, conditions
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"

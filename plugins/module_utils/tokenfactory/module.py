@@ -11,8 +11,8 @@ import copy
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_capacity import CapacityError
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.capacity import CapacityError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import (
     AUTH_ARG_SPEC,
     CRD,
     GROUP,
@@ -22,8 +22,8 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import (
     require_kubernetes,
     type_of,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_render import owner_reference
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import ValidationError, dns_subdomain
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import owner_reference
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError, dns_subdomain
 
 INFO_ARG_SPEC = {"namespace": {"type": "str", "default": "default"}}
 OBJECT_ARG_SPEC = {

@@ -16,18 +16,18 @@ import json
 import random
 import time
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.http_stream import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.http_stream import (
     BodyCollector,
     HTTPClient,
     Target,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.prompts import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.prompts import (
     estimate_tokens,
     fit_token_model,
     make_prompts,
     words_for_tokens,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.sse_recorder import SSERecorder
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.sse_recorder import SSERecorder
 
 MODES = ("closed", "poisson", "constant")
 APIS = ("chat", "completions")

@@ -13,14 +13,14 @@ import asyncio
 import contextlib
 import time
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.http_stream import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.http_stream import (
     HTTPClient,
     Target,
     fetch,
     redact_url,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.loadgen import LoadGenerator, LoadSpec
-from ansible_collections.tokenfactory.spark.plugins.module_utils import prom_scrape, stats
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.loadgen import LoadGenerator, LoadSpec
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import prom_scrape, stats
 
 SCHEMA = "tokenfactory.spark/validation/v1"
 LOAD_OPTIONS = (

@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import conditions
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import parse_quantity
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import conditions
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import parse_quantity
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"

@@ -5,15 +5,15 @@
 
 from __future__ import annotations
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_capacity import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.capacity import (
     check_fit,
     check_gpu_supply,
     estimate,
     resolve_utilization,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_k8s import conditions
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_render import MANAGED_VLLM_FLAGS, RESERVED_ENV
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tf_validate import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import conditions
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import MANAGED_VLLM_FLAGS, RESERVED_ENV
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     currency,
     decimal_string,
