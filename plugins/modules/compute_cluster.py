@@ -101,7 +101,10 @@ inventory:
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import COMPUTE_CLUSTER, ENDPOINT, NODE
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
+    TokenFactoryModule,
+    tf_object,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 
 LABEL_VALUE_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")

@@ -83,7 +83,10 @@ progress:
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.crds import all_crds, established
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import CRD, GROUP, VERSION
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import INFO_ARG_SPEC, TokenFactoryModule
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
+    INFO_ARG_SPEC,
+    TokenFactoryModule,
+)
 
 
 def main():

@@ -102,7 +102,10 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client impo
     MODEL_DEPLOYMENT,
     SECRET,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
+    TokenFactoryModule,
+    tf_object,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     check_tls_pair,

@@ -114,7 +114,10 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ca
     known_architecture,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL, MODEL_DEPLOYMENT, PROVIDER
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
+    TokenFactoryModule,
+    tf_object,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     decimal_string,

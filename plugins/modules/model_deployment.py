@@ -342,7 +342,10 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client impo
     STATEFUL_SET,
     K8sError,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
+    TokenFactoryModule,
+    tf_object,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import (
     ranks_service_name,
     render,

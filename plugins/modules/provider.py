@@ -78,7 +78,10 @@ credentials_secret:
 """
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL, PROVIDER, SECRET
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
+    TokenFactoryModule,
+    tf_object,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     dns_subdomain,

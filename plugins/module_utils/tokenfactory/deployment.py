@@ -12,7 +12,10 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ca
     resolve_utilization,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import conditions
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import MANAGED_VLLM_FLAGS, RESERVED_ENV
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import (
+    MANAGED_VLLM_FLAGS,
+    RESERVED_ENV,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     currency,

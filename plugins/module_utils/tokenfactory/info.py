@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import INFO_ARG_SPEC, TokenFactoryModule
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
+    INFO_ARG_SPEC,
+    TokenFactoryModule,
+)
 
 INFO_OPTIONS = {
     "name": {"type": "str"},

@@ -23,7 +23,10 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client impo
     type_of,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import owner_reference
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError, dns_subdomain
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
+    ValidationError,
+    dns_subdomain,
+)
 
 INFO_ARG_SPEC = {"namespace": {"type": "str", "default": "default"}}
 OBJECT_ARG_SPEC = {

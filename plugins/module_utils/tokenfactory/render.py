@@ -6,7 +6,10 @@ DynamoGraphDeployment. Pure functions of their inputs (unit-tested without a clu
 
 from __future__ import annotations
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import GPU_RESOURCE, PRODUCT_LABEL
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import (
+    GPU_RESOURCE,
+    PRODUCT_LABEL,
+)
 
 ENGINE_PORT = 8000
 WEIGHTS_MOUNT = "/models"

@@ -1,4 +1,4 @@
-"""tokenfactory.crds.established: the wait check for a CRD, including the moment after create when conditions are null."""
+"""tokenfactory.crds.established: the wait for a CRD, including the moment after create when conditions are null."""
 
 import pytest
 
