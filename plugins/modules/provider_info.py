@@ -18,6 +18,7 @@ author:
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.info
+  - tokenfactory.spark.read_only
 """
 
 EXAMPLES = r"""
