@@ -106,6 +106,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.mo
     tf_object,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
 
 LABEL_VALUE_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -137,20 +138,11 @@ def discover(tfm):
 
 
 def main():
-    tfm = TokenFactoryModule(
-        {
-            "profile": {"type": "str", "default": "gpu", "choices": ["gpu", "cpu"]},
-            "node_selector": {"type": "dict", "default": {}},
-            "description": {"type": "str"},
-        }
-    )
+    tfm = TokenFactoryModule(kind_options("ComputeCluster"))
 
     def present(name, namespace):
-        params = tfm.params
         found = discover(tfm)
-        spec = {"profile": params["profile"], "nodeSelector": {k: str(v) for k, v in params["node_selector"].items()}}
-        if params["description"]:
-            spec["description"] = params["description"]
+        spec = kind_fields("ComputeCluster", tfm.params)
         applied = tfm.ensure(tf_object("ComputeCluster", name, namespace, spec))
         status = {"phase": "Ready", **found}
         stored = tfm.write_status(applied, status)

@@ -109,18 +109,10 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.mo
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     check_tls_pair,
-    dns_label,
     dns_subdomain,
     pem,
-    positive_range,
-    url,
 )
-
-GATEWAY_SPEC = {
-    "service_name": {"type": "str", "default": "tokenfactory-gateway"},
-    "namespace": {"type": "str"},
-    "port": {"type": "int", "default": 8080},
-}
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
 
 
 def base_url(spec):
@@ -153,14 +145,10 @@ def tls_spec(tfm, name):
 def main():
     tfm = TokenFactoryModule(
         {
-            "hostname": {"type": "str"},
-            "port": {"type": "int"},
-            "compute_cluster": {"type": "str"},
-            "gateway": {"type": "dict", "default": {}, "options": GATEWAY_SPEC},
+            **kind_options("Endpoint"),
             "tls_cert": {"type": "str"},
             "tls_key": {"type": "str", "no_log": True},
             "tls_secret": {"type": "str", "no_log": False},
-            "external_url": {"type": "str"},
         },
         required_if=[("state", "present", ["hostname", "compute_cluster"])],
         required_together=[("tls_cert", "tls_key")],
@@ -174,21 +162,8 @@ def main():
             raise ValidationError(
                 "hostname", f"{params['hostname']!r} must be a fully qualified DNS name like llm.example.com"
             )
-        dns_subdomain("hostname", hostname)
-        gateway = params["gateway"]
-        spec = {
-            "hostname": hostname,
-            "computeCluster": params["compute_cluster"],
-            "gateway": {
-                "serviceName": dns_label("gateway.service_name", gateway["service_name"]),
-                "namespace": dns_label("gateway.namespace", gateway["namespace"] or namespace),
-                "port": positive_range("gateway.port", gateway["port"], 1, 65535),
-            },
-        }
-        if params["port"] is not None:
-            spec["port"] = positive_range("port", params["port"], 1, 65535)
-        if params["external_url"]:
-            spec["externalURL"] = url("external_url", params["external_url"])
+        gateway = {**params["gateway"], "namespace": params["gateway"]["namespace"] or namespace}
+        spec = kind_fields("Endpoint", {**params, "hostname": hostname, "gateway": gateway})
         tfm.reference(COMPUTE_CLUSTER, "compute_cluster", params["compute_cluster"])
         secret_name, secret_data = tls_spec(tfm, name)
         if secret_name:

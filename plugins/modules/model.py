@@ -120,21 +120,14 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.mo
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
-    decimal_string,
     model_source,
-    positive_range,
-    served_name,
 )
-
-DTYPES = ["float32", "bfloat16", "float16", "fp8", "nvfp4", "int4"]
-ARCHITECTURE_SPEC = {
-    "parameters_billions": {"type": "str", "required": True},
-    "num_layers": {"type": "int", "required": True},
-    "num_kv_heads": {"type": "int", "required": True},
-    "head_dim": {"type": "int", "required": True},
-    "max_context_length": {"type": "int", "required": True},
-    "dtype": {"type": "str", "required": True, "choices": DTYPES},
-}
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import FIELDS
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import (
+    kind_fields,
+    kind_options,
+    to_fields,
+)
 
 
 def architecture_spec(given, source):
@@ -148,31 +141,15 @@ def architecture_spec(given, source):
                 f"head_dim, max_context_length, dtype) from its config.json. Known: {known}",
             )
         return facts
-    if Decimal(decimal_string("architecture.parameters_billions", given["parameters_billions"])) <= 0:
+    facts = to_fields(FIELDS["Model"]["architecture"]["options"], given, "architecture.")
+    if Decimal(facts["parametersBillions"]) <= 0:
         raise ValidationError("architecture.parameters_billions", "must be greater than 0")
-    positive_range("architecture.num_layers", given["num_layers"], 1, 1024)
-    positive_range("architecture.num_kv_heads", given["num_kv_heads"], 1, 1024)
-    positive_range("architecture.head_dim", given["head_dim"], 1, 4096)
-    positive_range("architecture.max_context_length", given["max_context_length"], 1, 10_000_000)
-    return {
-        "parametersBillions": given["parameters_billions"],
-        "numLayers": given["num_layers"],
-        "numKVHeads": given["num_kv_heads"],
-        "headDim": given["head_dim"],
-        "maxContextLength": given["max_context_length"],
-        "dtype": given["dtype"],
-    }
+    return facts
 
 
 def main():
     tfm = TokenFactoryModule(
-        {
-            "provider": {"type": "str"},
-            "source": {"type": "str"},
-            "revision": {"type": "str"},
-            "served_name": {"type": "str"},
-            "architecture": {"type": "dict", "options": ARCHITECTURE_SPEC},
-        },
+        kind_options("Model"),
         required_if=[("state", "present", ["provider", "source"])],
     )
 
@@ -180,14 +157,9 @@ def main():
         params = tfm.params
         provider = tfm.reference(PROVIDER, "provider", params["provider"])
         source = model_source("source", params["source"], provider["spec"]["type"])
-        spec = {
-            "provider": params["provider"],
-            "source": source,
-            "servedName": served_name("served_name", params["served_name"] or source),
-            "architecture": architecture_spec(params["architecture"], source),
-        }
-        if params["revision"]:
-            spec["revision"] = params["revision"]
+        given = {**params, "served_name": params["served_name"] or source}
+        spec = kind_fields("Model", given, skip=("architecture",))
+        spec["architecture"] = architecture_spec(params["architecture"], source)
         stored = tfm.ensure(tf_object("Model", name, namespace, spec))
         return {"model": stored, "served_name": spec["servedName"]}
 

@@ -32,7 +32,7 @@ description:
     created; with V(queue) it is created and stays C(Pending) until a GPU is released."
   - The module also writes C(status) (phase, served model name, upstream URL, placement, capacity); the Token
     Factory gateway routes by C(spec.model), C(spec.endpoint), C(spec.tenants), C(spec.rateLimits), C(spec.pricing)
-    and C(status.upstreamURL).
+    and C(status.upstreamURL), and only while C(status.phase) is C(Ready).
 author:
   - Token Factory maintainers (@tokenfactory)
 options:
@@ -149,11 +149,14 @@ options:
     elements: str
     default: []
   rate_limits:
-    description: Limits the gateway enforces, per API key, per tenant and for the whole deployment.
+    description:
+      - Limits the gateway enforces on this deployment, each a count per minute from V(0) (unlimited) to
+        V(1000000000). They come on top of a tenant's and a key's own limits (modules M(tokenfactory.spark.tenant),
+        M(tokenfactory.spark.api_key)), which count over all models.
     type: dict
     suboptions:
       per_key:
-        description: Per API key.
+        description: Each API key's bucket on this deployment.
         type: dict
         suboptions: &limits
           requests_per_minute:
@@ -163,11 +166,12 @@ options:
             description: Tokens (input + output) per minute.
             type: int
       per_tenant:
-        description: Per tenant.
+        description: Each tenant's bucket on this deployment (all keys of the tenant together; not the tenant's own
+          limits over all models).
         type: dict
         suboptions: *limits
       per_deployment:
-        description: For the deployment as a whole.
+        description: The deployment as a whole, all tenants together.
         type: dict
         suboptions: *limits
   pricing:
@@ -352,58 +356,10 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.re
     upstream_url,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_options
 
-LIMITS = {"requests_per_minute": {"type": "int"}, "tokens_per_minute": {"type": "int", "no_log": False}}
-QUANTITIES = {"cpu": {"type": "str"}, "memory": {"type": "str"}}
 ARG_SPEC = {
-    "model": {"type": "str"},
-    "endpoint": {"type": "str"},
-    "engine": {"type": "str", "default": "vllm", "choices": ["vllm", "nim", "dynamo"]},
-    "image": {"type": "str"},
-    "version": {"type": "str"},
-    "replicas": {"type": "int", "default": 1},
-    "gpus_per_replica": {"type": "int", "default": 1},
-    "gpu_type": {"type": "str"},
-    "resources": {
-        "type": "dict",
-        "options": {
-            "requests": {"type": "dict", "options": QUANTITIES},
-            "limits": {"type": "dict", "options": QUANTITIES},
-        },
-    },
-    "weights_volume_size": {"type": "str", "default": "50Gi"},
-    "context_length": {"type": "int"},
-    "gpu_memory_utilization": {"type": "float"},
-    "kv_cache_dtype": {"type": "str", "default": "auto", "choices": ["auto", "fp8"]},
-    "prefix_caching": {"type": "bool", "default": True},
-    "extra_args": {"type": "list", "elements": "str", "default": []},
-    "env": {"type": "dict", "default": {}},
-    "autoscaling": {
-        "type": "dict",
-        "options": {
-            "min_replicas": {"type": "int", "required": True},
-            "max_replicas": {"type": "int", "required": True},
-            "target_waiting_requests": {"type": "int"},
-        },
-    },
-    "disruption_budget": {"type": "dict", "options": {"min_available": {"type": "int", "required": True}}},
-    "tenants": {"type": "list", "elements": "str", "default": []},
-    "rate_limits": {
-        "type": "dict",
-        "options": {
-            scope: {"type": "dict", "options": LIMITS, "no_log": False}
-            for scope in ("per_key", "per_tenant", "per_deployment")
-        },
-    },
-    "pricing": {
-        "type": "dict",
-        "options": {
-            "currency": {"type": "str", "default": "USD"},
-            "input_per_1m": {"type": "str", "required": True},
-            "output_per_1m": {"type": "str", "required": True},
-        },
-    },
-    "upstream_url": {"type": "str"},
+    **kind_options("ModelDeployment"),
     "capacity_check": {"type": "bool", "default": True},
     "capacity_sequences": {"type": "int", "default": 1},
     "on_insufficient_gpus": {"type": "str", "default": "fail", "choices": ["fail", "queue"]},

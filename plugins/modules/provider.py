@@ -85,16 +85,14 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.mo
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     dns_subdomain,
-    url,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
 
 
 def main():
     tfm = TokenFactoryModule(
         {
-            "type": {"type": "str", "choices": ["huggingface", "ngc", "s3"]},
-            "display_name": {"type": "str"},
-            "url": {"type": "str"},
+            **kind_options("Provider"),
             "token": {"type": "str", "no_log": True},
             "credentials_secret": {"type": "str", "no_log": False},
             "credentials_secret_key": {"type": "str", "default": "token", "no_log": False},
@@ -105,11 +103,7 @@ def main():
 
     def present(name, namespace):
         params = tfm.params
-        spec = {"type": params["type"]}
-        if params["display_name"]:
-            spec["displayName"] = params["display_name"]
-        if params["url"]:
-            spec["url"] = url("url", params["url"])
+        spec = kind_fields("Provider", params)
         key = params["credentials_secret_key"]
         secret_name = None
         if params["credentials_secret"]:

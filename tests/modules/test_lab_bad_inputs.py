@@ -82,8 +82,9 @@ CASES = [
     ),
     (
         "model_deployment",
-        {**MD, "rate_limits": {"per_key": {"requests_per_minute": 0}}},
-        "rate_limits.per_key.requests_per_minute: 0 is out of range; allowed 1..10000000000",
+        {**MD, "rate_limits": {"per_key": {"requests_per_minute": 1_000_000_001}}},
+        "rate_limits.per_key.requests_per_minute: 1000000001 is out of range; allowed 0..1000000000 per minute "
+        "(0 = unlimited)",
     ),
     ("model_deployment", {**MD, "tenants": ["Acme Corp"]}, "tenants[0]: 'Acme Corp' is not a DNS-1123 name"),
     (
@@ -235,7 +236,7 @@ def test_bad_input_fails_clearly_and_changes_nothing(tf_lab, bad_input_namespace
         ({"engine": "tgi"}, 'spec.engine: Unsupported value: "tgi"'),
         ({"autoscaling": {"minReplicas": 3, "maxReplicas": 2}}, "minReplicas must be <= maxReplicas"),
         ({"pricing": {"currency": "USD", "inputPer1M": "free", "outputPer1M": "1"}}, "spec.pricing.inputPer1M"),
-        ({"rateLimits": {"perKey": {"requestsPerMinute": 0}}}, "spec.rateLimits.perKey.requestsPerMinute"),
+        ({"rateLimits": {"perKey": {"requestsPerMinute": 1_000_000_001}}}, "spec.rateLimits.perKey.requestsPerMinute"),
         ({"colour": "blue"}, ".spec.colour: field not declared in schema"),
     ],
 )

@@ -11,6 +11,12 @@ import time
 import urllib.parse
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import (
+    GROUP,
+    KINDS,
+    MANAGED_BY,
+    VERSION,
+)
 
 try:
     from kubernetes import client as k8s_client
@@ -22,9 +28,7 @@ except ImportError as exc:  # pragma: no cover - reported by require_kubernetes(
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = exc
 
-FIELD_MANAGER = "tokenfactory.spark"
-GROUP = "tokenfactory.io"
-VERSION = "v1alpha1"
+FIELD_MANAGER = MANAGED_BY
 
 # Options shared by every module that talks to Kubernetes (documented in doc_fragments/k8s_auth.py).
 AUTH_ARG_SPEC = {
@@ -69,15 +73,15 @@ class ResourceType:
         return f"{self.kind}.{self.api_version}"
 
 
-def tf_type(kind, plural):
-    return ResourceType(f"{GROUP}/{VERSION}", kind, plural)
+def tf_type(kind):
+    return ResourceType(f"{GROUP}/{VERSION}", kind, KINDS[kind]["plural"])
 
 
-COMPUTE_CLUSTER = tf_type("ComputeCluster", "computeclusters")
-ENDPOINT = tf_type("Endpoint", "endpoints")
-PROVIDER = tf_type("Provider", "providers")
-MODEL = tf_type("Model", "models")
-MODEL_DEPLOYMENT = tf_type("ModelDeployment", "modeldeployments")
+COMPUTE_CLUSTER = tf_type("ComputeCluster")
+ENDPOINT = tf_type("Endpoint")
+PROVIDER = tf_type("Provider")
+MODEL = tf_type("Model")
+MODEL_DEPLOYMENT = tf_type("ModelDeployment")
 
 NODE = ResourceType("v1", "Node", "nodes", namespaced=False)
 NAMESPACE = ResourceType("v1", "Namespace", "namespaces", namespaced=False)

@@ -18,18 +18,12 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.re
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
-    currency,
-    decimal_string,
-    dns_subdomain,
     env_name,
-    positive_range,
-    quantity,
-    url,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import FIELDS
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import check_value, kind_fields
 
 DNS_1035 = "abcdefghijklmnopqrstuvwxyz"
-LIMIT_FIELDS = (("requests_per_minute", "requestsPerMinute"), ("tokens_per_minute", "tokensPerMinute"))
-SCOPES = (("per_key", "perKey"), ("per_tenant", "perTenant"), ("per_deployment", "perDeployment"))
 
 
 def service_name(field, value):
@@ -44,6 +38,7 @@ def service_name(field, value):
 
 
 def _extra_args(args):
+    args = check_value("extra_args", FIELDS["ModelDeployment"]["extra_args"], args)
     for index, arg in enumerate(args):
         flag = arg.split("=", 1)[0]
         if flag in MANAGED_VLLM_FLAGS:
@@ -51,7 +46,7 @@ def _extra_args(args):
                 f"extra_args[{index}]",
                 f"{flag} is set by the module from {MANAGED_VLLM_FLAGS[flag]}; remove it from extra_args",
             )
-    return list(args)
+    return args
 
 
 def _env(env):
@@ -66,90 +61,23 @@ def _env(env):
     return out
 
 
-def _rate_limits(limits):
-    spec = {}
-    for option, field in SCOPES:
-        scope = (limits or {}).get(option) or {}
-        entry = {}
-        for sub_option, sub_field in LIMIT_FIELDS:
-            value = scope.get(sub_option)
-            if value is not None:
-                entry[sub_field] = positive_range(f"rate_limits.{option}.{sub_option}", value, 1, 10_000_000_000)
-        if entry:
-            spec[field] = entry
-    return spec
-
-
-def _resources(resources):
-    spec = {}
-    for side in ("requests", "limits"):
-        entry = {}
-        for key in ("cpu", "memory"):
-            value = ((resources or {}).get(side) or {}).get(key)
-            if value is not None:
-                entry[key] = quantity(f"resources.{side}.{key}", value, minimum="1m" if key == "cpu" else "1Mi")
-        if entry:
-            spec[side] = entry
-    return spec
-
-
 def deployment_spec(params):
     """Validated ModelDeployment spec from module options (ValidationError names the option)."""
-    spec = {
-        "model": dns_subdomain("model", params["model"]),
-        "endpoint": dns_subdomain("endpoint", params["endpoint"]),
-        "engine": params["engine"],
-        "replicas": positive_range("replicas", params["replicas"], 0, 64),
-        "gpusPerReplica": positive_range("gpus_per_replica", params["gpus_per_replica"], 1, 64),
-        "gpuType": params["gpu_type"],
-        "prefixCaching": params["prefix_caching"],
-        "kvCacheDtype": params["kv_cache_dtype"],
-        "weightsVolumeSize": quantity("weights_volume_size", params["weights_volume_size"], minimum="1Gi"),
-        "tenants": [dns_subdomain(f"tenants[{i}]", t) for i, t in enumerate(params["tenants"])],
-        "extraArgs": _extra_args(params["extra_args"]),
-        "env": _env(params["env"]),
-    }
+    spec = kind_fields("ModelDeployment", params, skip=("extra_args", "env"))
+    spec["extraArgs"] = _extra_args(params["extra_args"])
+    spec["env"] = _env(params["env"])
     if len(set(spec["tenants"])) != len(spec["tenants"]):
         raise ValidationError("tenants", "lists a tenant more than once")
-    for option, field in (("image", "image"), ("version", "version")):
-        if params[option]:
-            spec[field] = params[option]
-    if params["context_length"] is not None:
-        spec["contextLength"] = positive_range("context_length", params["context_length"], 16, 10_000_000)
-    if params["gpu_memory_utilization"] is not None:
-        spec["gpuMemoryUtilization"] = params["gpu_memory_utilization"]
-    resources = _resources(params["resources"])
-    if resources:
-        spec["resources"] = resources
-    scaling = params["autoscaling"]
-    if scaling:
-        low = positive_range("autoscaling.min_replicas", scaling["min_replicas"], 1, 64)
-        high = positive_range("autoscaling.max_replicas", scaling["max_replicas"], 1, 64)
-        if low > high:
-            raise ValidationError("autoscaling", f"min_replicas {low} must be <= max_replicas {high}")
-        spec["autoscaling"] = {"minReplicas": low, "maxReplicas": high}
-        if scaling.get("target_waiting_requests") is not None:
-            spec["autoscaling"]["targetWaitingRequests"] = positive_range(
-                "autoscaling.target_waiting_requests", scaling["target_waiting_requests"], 1, 10_000
-            )
-    budget = params["disruption_budget"]
-    if budget:
-        minimum = positive_range("disruption_budget.min_available", budget["min_available"], 0, 64)
-        if minimum > max(spec["replicas"], (scaling or {}).get("min_replicas", 0)):
-            raise ValidationError("disruption_budget.min_available", f"{minimum} exceeds replicas {spec['replicas']}")
-        spec["disruptionBudget"] = {"minAvailable": minimum}
-    limits = _rate_limits(params["rate_limits"])
-    if limits:
-        spec["rateLimits"] = limits
-    pricing = params["pricing"]
-    if pricing:
-        spec["pricing"] = {
-            "currency": currency("pricing.currency", pricing["currency"]),
-            "inputPer1M": decimal_string("pricing.input_per_1m", pricing["input_per_1m"]),
-            "outputPer1M": decimal_string("pricing.output_per_1m", pricing["output_per_1m"]),
-        }
-    if params["upstream_url"]:
-        spec["upstreamURL"] = url("upstream_url", params["upstream_url"])
+    scaling = spec.get("autoscaling")
+    if scaling and scaling["minReplicas"] > scaling["maxReplicas"]:
+        raise ValidationError(
+            "autoscaling", f"min_replicas {scaling['minReplicas']} must be <= max_replicas {scaling['maxReplicas']}"
+        )
+    budget = spec.get("disruptionBudget")
+    if budget and budget["minAvailable"] > max(spec["replicas"], (scaling or {}).get("minReplicas", 0)):
+        raise ValidationError(
+            "disruption_budget.min_available", f"{budget['minAvailable']} exceeds replicas {spec['replicas']}"
+        )
     return spec
 
 

@@ -15,6 +15,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ca
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import (
     AUTH_ARG_SPEC,
     CRD,
+    FIELD_MANAGER,
     GROUP,
     VERSION,
     K8sError,
@@ -264,7 +265,7 @@ class TokenFactoryModule:
             "metadata": {
                 "name": name,
                 "namespace": owner["metadata"]["namespace"],
-                "labels": {"app.kubernetes.io/managed-by": "tokenfactory.spark"},
+                "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
                 "ownerReferences": [owner_reference(owner)],
             },
             "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()},

@@ -6,6 +6,7 @@ DynamoGraphDeployment. Pure functions of their inputs (unit-tested without a clu
 
 from __future__ import annotations
 
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import MANAGED_BY, PROVIDER_TYPES
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import (
     GPU_RESOURCE,
     PRODUCT_LABEL,
@@ -36,8 +37,8 @@ MANAGED_VLLM_FLAGS = {
     "--node-rank": "(set per pod)",
     "--master-addr": "(set per pod)",
 }
-CREDENTIAL_ENV = {"huggingface": "HF_TOKEN", "ngc": "NGC_API_KEY", "s3": "AWS_SECRET_ACCESS_KEY"}
-RESERVED_ENV = frozenset({"HF_HOME", "HF_TOKEN", "NGC_API_KEY", "NODE_RANK", "AWS_SECRET_ACCESS_KEY"})
+CREDENTIAL_ENV = {kind: facts["credentialEnv"] for kind, facts in PROVIDER_TYPES.items()}
+RESERVED_ENV = frozenset({"HF_HOME", "NODE_RANK", *CREDENTIAL_ENV.values()})
 
 
 def labels(md_name, engine):
@@ -45,7 +46,7 @@ def labels(md_name, engine):
         "app.kubernetes.io/name": engine,
         "app.kubernetes.io/instance": md_name,
         "app.kubernetes.io/component": "inference",
-        "app.kubernetes.io/managed-by": "tokenfactory.spark",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
         "tokenfactory.io/model-deployment": md_name,
     }
 
