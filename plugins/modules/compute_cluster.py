@@ -100,13 +100,16 @@ inventory:
 """
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import COMPUTE_CLUSTER, ENDPOINT, NODE
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
-    TokenFactoryModule,
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import NODE
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
+    COMPUTE_CLUSTER,
+    ENDPOINT,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
 
 LABEL_VALUE_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -143,12 +146,12 @@ def main():
     def present(name, namespace):
         found = discover(tfm)
         spec = kind_fields("ComputeCluster", tfm.params)
-        applied = tfm.ensure(tf_object("ComputeCluster", name, namespace, spec))
+        applied = tfm.objects.ensure(tf_object("ComputeCluster", name, namespace, spec))
         status = {"phase": "Ready", **found}
-        stored = tfm.write_status(applied, status)
+        stored = tfm.objects.write_status(applied, status)
         return {"compute_cluster": stored, "inventory": found}
 
-    tfm.run_object(COMPUTE_CLUSTER, "compute_cluster", (ENDPOINT, "computeCluster"), present)
+    run_object(tfm, COMPUTE_CLUSTER, "compute_cluster", present, used_by=(ENDPOINT, "computeCluster"))
 
 
 if __name__ == "__main__":

@@ -96,16 +96,14 @@ tls_secret:
   sample: public-tls
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import SECRET
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
     COMPUTE_CLUSTER,
     ENDPOINT,
     MODEL_DEPLOYMENT,
-    SECRET,
-)
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
-    TokenFactoryModule,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     check_tls_pair,
@@ -113,6 +111,12 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ch
     pem,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.references import reference
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.secrets import (
+    ensure_with_secret,
+    owned_secret,
+)
 
 
 def base_url(spec):
@@ -164,23 +168,23 @@ def main():
             )
         gateway = {**params["gateway"], "namespace": params["gateway"]["namespace"] or namespace}
         spec = kind_fields("Endpoint", {**params, "hostname": hostname, "gateway": gateway})
-        tfm.reference(COMPUTE_CLUSTER, "compute_cluster", params["compute_cluster"])
+        reference(tfm.client, COMPUTE_CLUSTER, "compute_cluster", params["compute_cluster"], namespace)
         secret_name, secret_data = tls_spec(tfm, name)
         if secret_name:
             spec["tls"] = {"secretName": secret_name}
 
         def secret_for(owner):
-            return tfm.owned_secret(owner, secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
+            return owned_secret(owner, secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
 
-        applied = tfm.ensure_with_secret(tf_object("Endpoint", name, namespace, spec), secret_for)
+        applied = ensure_with_secret(tfm.objects, tf_object("Endpoint", name, namespace, spec), secret_for)
         status = {"phase": "Ready", "baseURL": base_url(spec), "computeCluster": params["compute_cluster"]}
-        stored = tfm.write_status(applied, status)
+        stored = tfm.objects.write_status(applied, status)
         result = {"endpoint": stored, "base_url": status["baseURL"]}
         if secret_name:
             result["tls_secret"] = secret_name
         return result
 
-    tfm.run_object(ENDPOINT, "endpoint", (MODEL_DEPLOYMENT, "endpoint"), present)
+    run_object(tfm, ENDPOINT, "endpoint", present, used_by=(MODEL_DEPLOYMENT, "endpoint"))
 
 
 if __name__ == "__main__":

@@ -113,11 +113,13 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ca
     KNOWN_ARCHITECTURES,
     known_architecture,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL, MODEL_DEPLOYMENT, PROVIDER
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
-    TokenFactoryModule,
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
+    MODEL,
+    MODEL_DEPLOYMENT,
+    PROVIDER,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     model_source,
@@ -128,6 +130,8 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.op
     kind_options,
     to_fields,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.references import reference
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
 
 
 def architecture_spec(given, source):
@@ -155,15 +159,15 @@ def main():
 
     def present(name, namespace):
         params = tfm.params
-        provider = tfm.reference(PROVIDER, "provider", params["provider"])
+        provider = reference(tfm.client, PROVIDER, "provider", params["provider"], namespace)
         source = model_source("source", params["source"], provider["spec"]["type"])
         given = {**params, "served_name": params["served_name"] or source}
         spec = kind_fields("Model", given, skip=("architecture",))
         spec["architecture"] = architecture_spec(params["architecture"], source)
-        stored = tfm.ensure(tf_object("Model", name, namespace, spec))
+        stored = tfm.objects.ensure(tf_object("Model", name, namespace, spec))
         return {"model": stored, "served_name": spec["servedName"]}
 
-    tfm.run_object(MODEL, "model", (MODEL_DEPLOYMENT, "model"), present)
+    run_object(tfm, MODEL, "model", present, used_by=(MODEL_DEPLOYMENT, "model"))
 
 
 if __name__ == "__main__":

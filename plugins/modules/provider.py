@@ -77,16 +77,19 @@ credentials_secret:
   sample: huggingface-credentials
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL, PROVIDER, SECRET
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
-    TokenFactoryModule,
-    tf_object,
-)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import SECRET
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import MODEL, PROVIDER, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     dns_subdomain,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.secrets import (
+    ensure_with_secret,
+    owned_secret,
+)
 
 
 def main():
@@ -128,15 +131,15 @@ def main():
         def secret_for(owner):
             if not params["token"]:
                 return None
-            return tfm.owned_secret(owner, secret_name, "Opaque", {key: params["token"].strip()})
+            return owned_secret(owner, secret_name, "Opaque", {key: params["token"].strip()})
 
-        stored = tfm.ensure_with_secret(tf_object("Provider", name, namespace, spec), secret_for)
+        stored = ensure_with_secret(tfm.objects, tf_object("Provider", name, namespace, spec), secret_for)
         result = {"provider": stored}
         if secret_name:
             result["credentials_secret"] = secret_name
         return result
 
-    tfm.run_object(PROVIDER, "provider", (MODEL, "provider"), present)
+    run_object(tfm, PROVIDER, "provider", present, used_by=(MODEL, "provider"))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ allowed) and leaves the namespace exactly as it was (nothing half-created)."""
 
 import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
 
 from tests.modules.lab_helpers import self_signed, snapshot
 
@@ -261,4 +262,4 @@ def test_crd_schema_rejects_bad_objects_written_directly(tf_lab, bad_input_names
         tf_lab.kube.apply(body)
     assert err.value.status in (422, 500)  # SSA reports undeclared fields while building the typed patch
     assert server_message in str(err.value)
-    assert tf_lab.kube.get(k8s.MODEL_DEPLOYMENT, "direct", bad_input_namespace) is None
+    assert tf_lab.kube.get(kinds.MODEL_DEPLOYMENT, "direct", bad_input_namespace) is None

@@ -9,7 +9,6 @@ the modules' checks (both come from domain.FIELDS), so bad objects are rejected 
 
 from __future__ import annotations
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import CRD, conditions
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import domain
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import named_enums
 
@@ -108,14 +107,3 @@ def crd(kind):
 
 def all_crds():
     return [crd(kind) for kind in domain.KINDS]
-
-
-def established(client, name):
-    """check() for KubeClient.wait_for: (True, None) once CRD `name` is Established (conditions may be null)."""
-
-    def check():
-        status = {c["type"]: c["status"] for c in conditions(client.get(CRD, name))}
-        done = status.get("Established") == "True"
-        return done, None if done else f"waiting for CRD {name} to be Established"
-
-    return check

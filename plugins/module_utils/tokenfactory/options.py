@@ -20,7 +20,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ch
     positive_range,
     quantity,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import DEFAULT_IMAGES
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import ENGINES
 
 ANSIBLE_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "array": "list"}
 ANSIBLE_TYPES["object"] = "dict"
@@ -30,7 +30,7 @@ LOOKS_SECRET = re.compile(r"pass(?!ive)|secret|token|key", re.I)
 
 def named_enums():
     """Enums the domain names instead of listing: the engines are the engines registry."""
-    return {"engines": list(DEFAULT_IMAGES)}
+    return {"engines": list(ENGINES)}
 
 
 def choices(entry):

@@ -8,13 +8,10 @@ import os
 import pathlib
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.crds import all_crds
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import (
-    deployment_spec,
-    gpu_group,
-    plan_deployment,
-)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import deployment_spec
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import render, upstream_url
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import render, upstream_url
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment
 
 from tests.unit.plugins.module_utils.tokenfactory.samples import QWEN_05B, cluster, gb10, h100, md_params
 
@@ -87,15 +84,16 @@ SCENARIOS = {
 
 def rendered(overrides, model, provider, compute_cluster):
     spec = deployment_spec(md_params(**overrides))
-    plan = plan_deployment(spec, model, compute_cluster, [], "fail", True, 1)
+    plan = plan_deployment(spec, model, compute_cluster, [], "fail", True, 1, name="qwen")
     md = {
         "apiVersion": "tokenfactory.io/v1alpha1",
         "kind": "ModelDeployment",
         "metadata": {"name": "qwen", "namespace": "tf", "uid": "1234", "generation": 3},
         "spec": spec,
     }
-    children = render(md, model, provider, gpu_group(spec, compute_cluster), plan)
-    return {"spec": spec, "children": children, "upstreamURL": upstream_url(md)}
+    children = render(md, model, provider, plan)
+    assert [f"{c['kind']}/{c['metadata']['name']}" for c in children] == plan["children"], "plan and render agree"
+    return {"spec": spec, "children": children, "upstreamURL": upstream_url(md, plan)}
 
 
 def compare(name, actual):
