@@ -24,6 +24,8 @@ import time
 import urllib.error
 import urllib.request
 
+import yaml
+
 LAB_ROOT = pathlib.Path(os.environ.get("TF_LAB_ROOT", "/tmp/tokenfactory-lab"))  # noqa: S108 - lab state
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -124,7 +126,10 @@ def gateway_launch(port, args):
     sources = sorted((SERVICE_DIR / "tokenfactory_gateway").glob("*.py"))
     # Restarted when its configuration, its credentials or its code change.
     fingerprint = [*argv, port, digest(config, *args.secret_file), digest(*sources)]
-    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/ready"), fingerprint, env={"PYTHONPATH": str(SERVICE_DIR)})
+    # Probes are on the internal listener (admin API, metrics, /ready), not on the public port.
+    internal = yaml.safe_load(config.read_text()).get("internal_listen") or "127.0.0.1:8081"
+    ready = http_ready(f"http://127.0.0.1:{internal.rsplit(':', 1)[1]}/ready")
+    return Launch(argv, ready, fingerprint, env={"PYTHONPATH": str(SERVICE_DIR)})
 
 
 SERVICES = {

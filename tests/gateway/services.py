@@ -20,11 +20,37 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def process_tree(pid: int) -> list[int]:
+    """A process and its live descendants, parents first (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop(0)
+        tree.append(current)
+        todo += children.get(current, [])
+    return tree
+
+
+def signal_tree(pid: int, sig: int) -> None:
+    for member in process_tree(pid):
+        try:
+            os.kill(member, sig)
+        except ProcessLookupError:
+            continue
+
+
 class ProcessDied(RuntimeError):
     """Raised by readiness checks when the process they wait for has exited: stop waiting."""
 
 
-def wait_for(check, timeout: float, what: str):
+def wait_for(check, timeout: float, what: str, interval: float = 0.05):
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -37,7 +63,7 @@ def wait_for(check, timeout: float, what: str):
             pass
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} did not come up within {timeout} s")
-        time.sleep(0.05)
+        time.sleep(interval)
 
 
 def _as_postgres() -> dict:
@@ -75,9 +101,23 @@ class PostgresServer:
 
     def start(self):
         argv, as_user = self.initdb()
-        log = open(self.dir / "postgres.log", "wb")  # noqa: SIM115 - lives as long as the server
+        log = open(self.dir / "postgres.log", "ab")  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(argv, stdout=log, **as_user, stderr=subprocess.STDOUT)
         wait_for(self.ready, 30, "postgres")
+        return self
+
+    def start_frozen(self):
+        """Start the server and freeze it as soon as its port accepts connections: clients connect, and hang."""
+        argv, as_user = self.initdb()
+        log = open(self.dir / "postgres.log", "ab")  # noqa: SIM115 - lives as long as the server
+        self.proc = subprocess.Popen(argv, stdout=log, **as_user, stderr=subprocess.STDOUT)
+
+        def listening():
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+
+        wait_for(listening, 30, "postgres port", interval=0.002)
+        self.freeze()
         return self
 
     def psql(self, database: str, sql: str) -> str:
@@ -101,8 +141,16 @@ class PostgresServer:
     def halt(self):
         """Stop the server but keep its data (start() brings it back)."""
         if self.proc and self.proc.poll() is None:
+            self.thaw()
             self.proc.send_signal(signal.SIGINT)  # "fast" shutdown: does not wait for clients to leave
             self.proc.wait(30)
+
+    def freeze(self):
+        """SIGSTOP the server and its backends: connections stay open, nothing answers (a hung database)."""
+        signal_tree(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self):
+        signal_tree(self.proc.pid, signal.SIGCONT)
 
     def stop(self):
         self.halt()

@@ -65,6 +65,7 @@ class Deployment:
     model: str  # served model name (the OpenAI `model` field)
     upstream: str  # base URL without the trailing /v1
     endpoint: str = ""
+    engine: str = "vllm"  # spec.engine: vLLM reports running usage on every stream chunk when asked
     tenants: frozenset = frozenset()
     per_key: Limits = Limits()
     per_tenant: Limits = Limits()
@@ -79,6 +80,7 @@ class Deployment:
             "name": self.name,
             "model": self.model,
             "endpoint": self.endpoint,
+            "engine": self.engine,
             "upstream": self.upstream,
             "tenants": sorted(self.tenants),
             "rate_limits": {
@@ -125,6 +127,7 @@ def deployments_from_objects(objects, endpoint: str = "") -> list[Deployment]:
                 model=model,
                 upstream=normalise_upstream(upstream),
                 endpoint=spec.get("endpoint", ""),
+                engine=spec.get("engine") or "vllm",
                 tenants=frozenset(spec.get("tenants") or ()),
                 per_key=Limits.from_spec(limits.get("perKey"), f"{where} spec.rateLimits.perKey"),
                 per_tenant=Limits.from_spec(limits.get("perTenant"), f"{where} spec.rateLimits.perTenant"),
