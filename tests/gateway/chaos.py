@@ -90,7 +90,7 @@ class Traffic:
                     served.delivered = answer["usage"]["completion_tokens"]
                     served.outcome = "complete"
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            served.detail = f"{type(exc).__name__}: {exc}"[:200]  # outcome stays "transport"
+            served.outcome, served.detail = "transport", f"{type(exc).__name__}: {exc}"[:200]
         served.ended_in = self.phase
         return served
 
@@ -104,7 +104,7 @@ async def _json(response):
 
 async def _read_stream(response, served: Served) -> None:
     buffer = b""
-    served.outcome = "stream_error"  # until [DONE]
+    served.outcome, served.shaped = "stream_error", False  # until [DONE] or an OpenAI-shaped error event
     async for chunk in response.content.iter_any():
         buffer += chunk
         *events, buffer = buffer.split(b"\n\n")

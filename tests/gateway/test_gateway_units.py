@@ -1,14 +1,19 @@
 """Pure logic of the gateway (no processes): SSE filtering, prices, routing objects, settings."""
 
+import asyncio
+import datetime
 import hashlib
 import hmac
 import json
+import uuid
 from decimal import Decimal
 
 import pytest
 
 from tokenfactory_gateway import config
 from tokenfactory_gateway.keys import bearer_token, generate_key, hash_key
+from tokenfactory_gateway.metering import MeterWriter, UsageRecord
+from tokenfactory_gateway.metrics import Metrics
 from tokenfactory_gateway.routing import Price, RoutingTable, deployments_from_objects
 from tokenfactory_gateway.sse import SseFilter
 
@@ -177,3 +182,39 @@ def test_settings_name_the_bad_field(tmp_path):
     file.write_text("routing_file: /r.yaml\n")
     cfg = config.load(str(file), {**env, "TF_GATEWAY_KEY_PEPPER": "", "TF_GATEWAY_KEY_PEPPER_FILE": str(secret)})
     assert cfg.key_pepper == "q" * 32
+
+
+class FlakyPool:
+    """Stands in for asyncpg's pool in a unit test of the writer: fails the first `failures` inserts."""
+
+    def __init__(self, failures, error):
+        self.failures, self.error, self.rows = failures, error, []
+
+    async def executemany(self, _sql, rows, timeout=None):
+        if self.failures:
+            self.failures -= 1
+            raise self.error
+        self.rows += rows
+
+
+@pytest.mark.parametrize("error", [TimeoutError(), RuntimeError("a bug"), OSError("refused")])
+def test_a_failed_insert_of_any_kind_leaves_its_rows_journaled_and_they_are_replayed(tmp_path, error):
+    def row(i):
+        now = datetime.datetime.now(datetime.UTC)
+        return UsageRecord(uuid.uuid4(), now, now, "t", uuid.uuid4(), "m", "d", "/v1/completions", False, 200, None,
+                           False, False, i, i, 1.0, None, "USD", Decimal(0), Decimal(0), Decimal(0))  # fmt: skip
+
+    async def scenario():
+        pool = FlakyPool(1, error)
+        writer = MeterWriter(pool, str(tmp_path), 100, 0.0, Metrics(), timeout=1.0, fsync_seconds=0)
+        writer.journal.start()
+        for i in range(3):
+            writer.record(row(i))
+        await writer._flush()  # fails: nothing in PostgreSQL, the segment stays on disk
+        assert pool.rows == [] and len(list(tmp_path.glob("*.journal"))) == 2
+        await writer.recover()  # replayed from disk
+        assert sorted(r[13] for r in pool.rows) == [0, 1, 2]
+        writer.journal.close(clean=True)
+        assert list(tmp_path.iterdir()) == [], "a clean close leaves nothing to replay"
+
+    asyncio.run(scenario())

@@ -10,11 +10,12 @@ import asyncpg
 from . import errors
 
 # What "the database is not answering" looks like: refused or dropped connections, timeouts, a server starting
-# or shutting down, too many connections.
+# or shutting down, too many connections, a pooled connection left mid-operation by a timed-out call.
 UNAVAILABLE = (
     OSError,
     TimeoutError,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
     asyncpg.PostgresConnectionError,
     asyncpg.exceptions.OperatorInterventionError,
     asyncpg.exceptions.InsufficientResourcesError,

@@ -248,10 +248,13 @@ class MeterWriter:
             self._wake.clear()
             if self._queue and len(self._queue) < self.batch_size and not self._closing:
                 await asyncio.sleep(self.flush_interval)  # let the batch fill
-            await self._flush()
-            if time.monotonic() >= next_recovery:
-                await self.recover()
-                next_recovery = time.monotonic() + RETRY_SECONDS
+            try:
+                await self._flush()
+                if time.monotonic() >= next_recovery:
+                    next_recovery = time.monotonic() + RETRY_SECONDS
+                    await self.recover()
+            except Exception:  # the writer must outlive any bug: what it did not write stays journaled
+                LOG.exception("usage writer iteration failed; retrying in %s s", RETRY_SECONDS)
 
     async def _fsync_loop(self) -> None:
         while True:
@@ -272,10 +275,12 @@ class MeterWriter:
         self.metrics.meter_pending.set(0)
         try:
             await self._insert(batch)
-        except UNAVAILABLE as exc:
-            LOG.error(
-                "usage insert failed (%s); %d record(s) stay journaled in %s", _why(exc), len(batch), segment.path
-            )
+        except Exception as exc:  # not known to be in PostgreSQL: the segment on disk is replayed later
+            if isinstance(exc, UNAVAILABLE):
+                LOG.error("usage insert failed (%s); %d record(s) stay journaled in %s", _why(exc), len(batch),
+                          segment.path)  # fmt: skip
+            else:
+                LOG.exception("usage insert failed; %d record(s) stay journaled in %s", len(batch), segment.path)
             self._unwritten.append(segment.path)
             self.metrics.meter_spooled.inc(len(batch))
             return
@@ -321,6 +326,8 @@ class MeterWriter:
                 await self._replay_files([legacy], [legacy])
         except UNAVAILABLE as exc:
             LOG.error("usage replay postponed: %s", _why(exc))
+        except Exception:
+            LOG.exception("usage replay failed; retrying in %s s", RETRY_SECONDS)
 
     async def _replay_own(self) -> None:
         """Own segments hold done rows (inserted here) and snapshots of requests that finished or are still
