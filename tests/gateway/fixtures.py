@@ -7,7 +7,7 @@ import pytest
 FAULT_FIGURES = pytest.StashKey[list]()
 
 from .gateway import Gateway
-from .services import PostgresServer, RedisServer
+from lab.datastores import PostgresServer, RedisServer
 
 
 @pytest.fixture(scope="session")

@@ -16,11 +16,13 @@ import urllib.request
 
 import yaml
 
-from .services import ProcessDied, free_port, wait_for
+from lab.paths import GATEWAY_DIR
+from lab.processes import free_port
+from lab.wait import ProcessDied, wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # TF_GATEWAY_UNDER_TEST: another build of services/gateway (e.g. an export of an older commit) for A/B runs.
-SERVICE_DIR = pathlib.Path(os.environ.get("TF_GATEWAY_UNDER_TEST") or ROOT / "services" / "gateway")
+SERVICE_DIR = pathlib.Path(os.environ.get("TF_GATEWAY_UNDER_TEST") or GATEWAY_DIR)
 
 
 def deployment_objects(name, model, upstream, tenants=("*",), rate_limits=None, pricing=None, namespace="tf"):
@@ -142,7 +144,7 @@ class Replica:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        wait_for(self._ready, timeout, f"gateway on port {self.port} (log {self.log_path})")
+        wait_until(self._ready, timeout, f"gateway on port {self.port} (log {self.log_path})")
         return self
 
     def _ready(self) -> bool:

@@ -21,7 +21,9 @@ from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.chaos import MODEL, Revocations, Traffic, audit, ledger_rows, upstream_counts
 from tests.gateway.fixtures import FAULT_FIGURES
 from tests.gateway.gateway import ROOT, Gateway, deployment_objects
-from tests.gateway.services import PostgresServer, RedisServer, free_port, wait_for
+from lab.datastores import PostgresServer, RedisServer
+from lab.processes import free_port
+from lab.wait import wait_until
 
 pytestmark = [pytest.mark.gateway, pytest.mark.slow]
 PHASES = ("steady", "postgres-stopped", "postgres-frozen", "postgres-restarted", "redis-restarted-empty",
@@ -112,7 +114,7 @@ def test_ledger_and_revocations_hold_under_every_fault(stack, request):
         return all(s.request_id in rows for s in traffic.served if s.outcome == "complete") and rows
 
     with contextlib.suppress(TimeoutError):  # the figures below say what is missing
-        wait_for(settled, 60, "journals replayed into the ledger")
+        wait_until(settled, 60, "journals replayed into the ledger")
     time.sleep(3)  # one more replay period: rows of requests cut by the replica kill
     engine = upstream_counts(stack.journal.read_text())
     figures = audit(traffic.served, ledger_rows(gw), engine)

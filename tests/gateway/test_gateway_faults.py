@@ -12,7 +12,8 @@ import pytest
 
 from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.gateway import Gateway, deployment_objects
-from tests.gateway.services import PostgresServer, RedisServer, wait_for
+from lab.datastores import PostgresServer, RedisServer
+from lab.wait import wait_until
 
 pytestmark = [pytest.mark.gateway, pytest.mark.slow]
 MODEL = "tiny-qwen2"
@@ -59,7 +60,7 @@ def test_kill_9_right_after_responses_completed_loses_no_row(gateway_factory, up
     served = [served_request(c, i) for i in range(12)]
     gw.replicas[0].stop(signal.SIGKILL)
     gw.replicas[0].start()
-    wait_for(lambda: set(served) <= ledger_ids(gw), 20, "every served request in the ledger")
+    wait_until(lambda: set(served) <= ledger_ids(gw), 20, "every served request in the ledger")
     assert gw.sql("SELECT sum(completion_tokens) FROM usage_records") == str(6 * 3 + 6 * 8)
 
 
@@ -89,7 +90,7 @@ def test_frozen_postgres_neither_hangs_the_gateway_nor_loses_usage(redis_server,
         finally:
             postgres.thaw()
         replica.start()
-        wait_for(lambda: set(served) <= ledger_ids(gw), 30, "rows of the freeze written after the restart")
+        wait_until(lambda: set(served) <= ledger_ids(gw), 30, "rows of the freeze written after the restart")
         assert len(ledger_ids(gw)) == 20
     finally:
         gw.stop()
@@ -100,7 +101,7 @@ def test_legacy_replay_file_of_a_killed_gateway_is_written_at_start(gateway_fact
     gw = gateway_factory(deployment_objects("tiny", MODEL, upstream.base_url))
     c = client(gw.url, gw.create_key("acme"))
     served_request(c, 1)
-    wait_for(lambda: len(ledger_ids(gw)) == 1, 10, "one row")
+    wait_until(lambda: len(ledger_ids(gw)) == 1, 10, "one row")
     template = json.loads(gw.sql("SELECT row_to_json(u) FROM usage_records u"))
     gw.replicas[0].stop()
     spool = gw.dir / "spool"
@@ -114,7 +115,7 @@ def test_legacy_replay_file_of_a_killed_gateway_is_written_at_start(gateway_fact
     (spool / "usage.replay-4242").write_text("\n".join(rows[:3]) + "\n")
     (spool / "usage.jsonl").write_text("\n".join(rows[3:]) + "\n")
     gw.replicas[0].start()
-    wait_for(lambda: len(ledger_ids(gw)) == 6, 15, "legacy spool rows written")
+    wait_until(lambda: len(ledger_ids(gw)) == 6, 15, "legacy spool rows written")
     assert sorted(p.name for p in spool.glob("usage*")) == []
 
 
@@ -132,7 +133,7 @@ def test_kill_9_while_the_spool_is_replayed_loses_nothing(redis_server, upstream
         replica.stop(signal.SIGKILL)
         postgres.thaw()
         replica.start()
-        wait_for(lambda: set(served) <= ledger_ids(gw), 30, "spooled rows after the kill")
+        wait_until(lambda: set(served) <= ledger_ids(gw), 30, "spooled rows after the kill")
         assert len(ledger_ids(gw)) == 30
     finally:
         gw.stop()
@@ -158,7 +159,7 @@ def test_engine_failing_mid_stream_is_an_error_and_metered(gateway_factory, tmp_
                 if received == 3 and how == "killed":
                     upstream.kill()
         rid = raw.headers["x-request-id"]
-        wait_for(lambda: rid in ledger_ids(gw), 10, "the cut stream's row")
+        wait_until(lambda: rid in ledger_ids(gw), 10, "the cut stream's row")
         row = gw.sql(
             f"SELECT status, error, prompt_tokens, completion_tokens FROM usage_records WHERE request_id='{rid}'"  # noqa: S608
         )
@@ -197,7 +198,7 @@ def test_revocation_while_redis_is_down_holds_after_redis_restarts_empty(postgre
                 return err.status_code
 
         for c in clients:
-            wait_for(lambda c=c: answer(c) != 503, 15, "replica serving again")
+            wait_until(lambda c=c: answer(c) != 503, 15, "replica serving again")
         for _ in range(10):
             assert [answer(c) for c in clients] == [401, 401], "a revoked key came back after the Redis restart"
         status, body = gw.admin("DELETE", "/tenants/acme/keys/k1")

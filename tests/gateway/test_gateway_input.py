@@ -9,7 +9,7 @@ import pytest
 from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.gateway import deployment_objects
 from tests.gateway.scripted_upstream import ScriptedUpstream
-from tests.gateway.services import wait_for
+from lab.wait import wait_until
 
 pytestmark = pytest.mark.gateway
 MODEL = "tiny-qwen2"
@@ -128,7 +128,7 @@ def test_null_fields_mean_their_defaults_and_what_was_checked_is_what_is_sent(gw
     assert status == 200 and ctype.startswith("text/event-stream")
     sent = json.loads(upstream.received[-1][3])
     assert sent["stream"] is True and sent["stream_options"]["include_usage"] is True
-    wait_for(lambda: gw.sql("SELECT count(*) FROM usage_records") == "2", 10, "2 ledger rows")
+    wait_until(lambda: gw.sql("SELECT count(*) FROM usage_records") == "2", 10, "2 ledger rows")
     assert gw.sql("SELECT sum(completion_tokens) FROM usage_records") == "11"
 
 
@@ -155,7 +155,7 @@ def test_upstream_usage_is_checked_not_trusted(gateway_factory, usage):
         assert b"[DONE]" not in answer, "a stream whose metering failed must not look complete"
         status, _ctype, _answer = post(gw, {"model": MODEL, "messages": MESSAGES}, key)
         assert status == 200, "the process survives and other rows are unaffected"
-        wait_for(lambda: gw.sql("SELECT count(*) FROM usage_records") == "3", 10, "3 ledger rows")
+        wait_until(lambda: gw.sql("SELECT count(*) FROM usage_records") == "3", 10, "3 ledger rows")
         rows = gw.sql(
             "SELECT deployment, status, prompt_tokens, completion_tokens, usage_estimated, cost >= 0, error"
             " FROM usage_records ORDER BY started_at"

@@ -18,7 +18,7 @@ from cryptography import x509
 from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.gateway import deployment_objects
 from tests.gateway.pki import CertificateAuthority, SecretVolume
-from tests.gateway.services import wait_for
+from lab.wait import wait_until
 
 pytestmark = pytest.mark.gateway
 MODEL = "tiny-qwen2"
@@ -125,7 +125,7 @@ def test_a_renewed_certificate_is_served_without_a_restart(gw, pki):
     assert served_serial(replica.port, ca_file) == first
     cert, key, renewed = ca.issue(HOST)
     volume.write(cert, key)  # what the kubelet does when cert-manager renews the Secret
-    wait_for(lambda: served_serial(replica.port, ca_file) == renewed, 10, "the renewed certificate")
+    wait_until(lambda: served_serial(replica.port, ca_file) == renewed, 10, "the renewed certificate")
     other_cert, _other_key, _serial = ca.issue(HOST)
     volume.write(other_cert, key)  # a certificate with the wrong key: refused whole, the last good pair stays
     time.sleep(1)
