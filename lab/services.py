@@ -25,8 +25,10 @@ import time
 import urllib.error
 import urllib.request
 
-LAB_ROOT = pathlib.Path(os.environ.get("TF_LAB_ROOT", "/tmp/tokenfactory-lab"))  # noqa: S108 - lab state
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from lab.datastores import PostgresServer, RedisServer
+from lab.engine import install
+from lab.engine.vllm import ENGINE_ENV, VllmServer
+from lab.paths import GATEWAY_DIR, lab_root
 
 
 @dataclasses.dataclass
@@ -41,7 +43,7 @@ class Launch:
 
 
 def state_dir(cluster):
-    path = LAB_ROOT / f"{cluster}-services"
+    path = lab_root() / f"{cluster}-services"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -75,9 +77,6 @@ def quietly(check):
 
 
 def vllm_launch(port, args):
-    from tests.engine import install
-    from tests.engine.server import ENGINE_ENV, VllmServer
-
     server = VllmServer(model_dir=install.tiny_model_dir(), served_name=args.served_name, port=port)
     argv = server.command(install.vllm_python())
     return Launch(argv, http_ready(f"http://127.0.0.1:{port}/health"), argv, env=dict(ENGINE_ENV))
@@ -114,8 +113,6 @@ def dcgm_exporter_launch(port, args):
 
 
 def postgres_server(port, args):
-    from tests.gateway.services import PostgresServer
-
     return PostgresServer(directory=state_dir(args.cluster) / "postgres", port=port)
 
 
@@ -128,22 +125,18 @@ def postgres_launch(port, args):
 
 
 def redis_launch(port, args):
-    from tests.gateway.services import RedisServer
-
     server = RedisServer(directory=state_dir(args.cluster) / "redis", port=port)
     argv = server.command()
     return Launch(argv, quietly(server.ready), argv, scheme="redis")
 
 
 def gateway_launch(port, args):
-    from tests.gateway.gateway import SERVICE_DIR
-
     config = pathlib.Path(args.config).resolve()
     argv = [sys.executable, "-m", "tokenfactory_gateway", "--config", str(config)]
-    sources = sorted((SERVICE_DIR / "tokenfactory_gateway").glob("*.py"))
+    sources = sorted((GATEWAY_DIR / "tokenfactory_gateway").glob("*.py"))
     # Restarted when its configuration, its credentials or its code change.
     fingerprint = [*argv, port, digest(config, *args.secret_file), digest(*sources)]
-    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/ready"), fingerprint, env={"PYTHONPATH": str(SERVICE_DIR)})
+    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/ready"), fingerprint, env={"PYTHONPATH": str(GATEWAY_DIR)})
 
 
 SERVICES = {
@@ -185,7 +178,7 @@ def ensure(name, port, args):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(launch.env)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(  # noqa: S603 - argv built above
+        proc = subprocess.Popen(
             launch.argv,
             stdin=subprocess.DEVNULL,
             stdout=out,

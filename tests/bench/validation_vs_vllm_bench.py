@@ -215,8 +215,8 @@ def main():
         run_ours_child(*args.ours_child)
         return 0
 
-    from tests.engine import install
-    from tests.engine.server import VllmServer
+    from lab.engine import install
+    from lab.engine.vllm import VllmServer
 
     python, model_dir = install.vllm_python(), install.tiny_model_dir()
     prompts = make_prompts(NUM_PROMPTS, PROMPT_WORDS, SEED)

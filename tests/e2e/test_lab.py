@@ -13,7 +13,7 @@ from tests.awx.test_awx_style_runs import (  # pylint: disable=unused-import
     run_job,
     survey_answers,
 )
-from lab.services import LAB_ROOT
+from lab.paths import lab_root
 from tests.playbooks.ansible_run import ROOT, ansible_env, run_playbook
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -140,7 +140,7 @@ def test_validation_went_through_the_gateway_and_was_metered(lab_runs):
 
 
 def test_gateway_credentials_and_key_are_0600_files_never_printed(lab_runs):
-    gateway_dir = LAB_ROOT / "tf-lab-gateway"
+    gateway_dir = lab_root() / "tf-lab-gateway"
     reports = "".join(path.read_text() for path in (ROOT / "reports/lab").glob("lab.*"))
     for name in ("admin-token", "key-pepper", "lab-validation.key", "lab-dashboard-check.key"):
         path = gateway_dir / name

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from .gateway import Gateway
-from .services import PostgresServer, RedisServer
+from lab.datastores import PostgresServer, RedisServer
 
 
 @pytest.fixture(scope="session")

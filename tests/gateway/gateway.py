@@ -16,10 +16,11 @@ import urllib.request
 
 import yaml
 
-from .services import ProcessDied, free_port, wait_for
+from lab.paths import GATEWAY_DIR
+from lab.processes import free_port
+from lab.wait import ProcessDied, wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SERVICE_DIR = ROOT / "services" / "gateway"
 
 
 def deployment_objects(name, model, upstream, tenants=("*",), rate_limits=None, pricing=None, namespace="tf"):
@@ -66,7 +67,7 @@ class Gateway:
     def env(self) -> dict:
         return {
             **os.environ,
-            "PYTHONPATH": str(SERVICE_DIR),
+            "PYTHONPATH": str(GATEWAY_DIR),
             "TF_GATEWAY_ADMIN_TOKEN": self.admin_token,
             "TF_GATEWAY_KEY_PEPPER": self.pepper,
             "TF_GATEWAY_DATABASE_URL": self.postgres.dsn(self.database),
@@ -125,7 +126,7 @@ class Replica:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        wait_for(self._ready, timeout, f"gateway on port {self.port} (log {self.log_path})")
+        wait_until(self._ready, timeout, f"gateway on port {self.port} (log {self.log_path})")
         return self
 
     def _ready(self) -> bool:

@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.engine.synthetic import SyntheticUpstream, completion_text
 from tests.gateway.gateway import deployment_objects
 from tests.gateway.gateway import Gateway
-from tests.gateway.services import RedisServer, wait_for
+from lab.datastores import RedisServer
+from lab.wait import wait_until
 
 pytestmark = pytest.mark.gateway
 MODEL, OTHER = "tiny-qwen2", "secret-model"
@@ -44,7 +45,7 @@ def client(gw, key, replica=0, **kw):
 
 
 def wait_ledger(gw, count):
-    wait_for(lambda: int(gw.sql("SELECT count(*) FROM usage_records")) >= count, 10, f"{count} ledger rows")
+    wait_until(lambda: int(gw.sql("SELECT count(*) FROM usage_records")) >= count, 10, f"{count} ledger rows")
 
 
 def raw_post(url, body: bytes, key, content_type="application/json"):
@@ -294,7 +295,7 @@ def test_routing_changes_apply_without_restart(gw, upstream):
     eur = {"currency": "EUR", "inputPer1M": "1", "outputPer1M": "2"}
     objects = deployment_objects("tiny", MODEL, upstream.base_url, tenants=["acme"], pricing=eur)
     gw.set_routing(objects + deployment_objects("new", "new-model", upstream.base_url, tenants=["acme"]))
-    wait_for(lambda: "new-model" in [m.id for m in c.models.list()], 10, "routing refresh")
+    wait_until(lambda: "new-model" in [m.id for m in c.models.list()], 10, "routing refresh")
     c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4)
     wait_ledger(gw, 1)
     assert gw.sql("SELECT currency, cost FROM usage_records") == "EUR|0.000014"
@@ -316,9 +317,9 @@ def test_redis_outage_fails_closed_and_recovers(postgres_server, upstream):
                 return err.status_code == 503 and err.body["code"] == "redis_unavailable"
             return False
 
-        wait_for(refused, 10, "503 while Redis is down")
+        wait_until(refused, 10, "503 while Redis is down")
         redis.start()
-        wait_for(
+        wait_until(
             lambda: c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1).choices, 15, "recovery"
         )
     finally:

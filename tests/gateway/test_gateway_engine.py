@@ -7,7 +7,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway.gateway import deployment_objects
-from tests.gateway.services import wait_for
+from lab.wait import wait_until
 
 pytestmark = [pytest.mark.gateway, pytest.mark.engine]
 MODEL = "tiny-qwen2"
@@ -42,7 +42,7 @@ def test_gateway_meters_exactly_what_vllm_generated(gateway_factory, vllm_engine
     abandoned = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=64, stream=True)
     next(iter(abandoned))
     abandoned.close()
-    wait_for(lambda: gw.sql("SELECT count(*) FROM usage_records") == "5", 60, "5 ledger rows")
+    wait_until(lambda: gw.sql("SELECT count(*) FROM usage_records") == "5", 60, "5 ledger rows")
     after = engine_tokens(vllm_engine)
     ledger = gw.sql("SELECT sum(prompt_tokens), sum(completion_tokens) FROM usage_records")
     assert ledger == f"{after[0] - before[0]}|{after[1] - before[1]}"

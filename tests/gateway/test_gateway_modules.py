@@ -12,7 +12,7 @@ import yaml
 
 from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.gateway import ROOT, deployment_objects
-from tests.gateway.services import wait_for
+from lab.wait import wait_until
 
 pytestmark = pytest.mark.gateway
 MODEL = "tiny-qwen2"
@@ -58,7 +58,7 @@ def test_modules_are_idempotent_check_mode_safe_and_show_the_key_once(gateway_fa
         reply = openai.OpenAI(base_url=gw.url + "/v1", api_key=value, max_retries=0).chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3
         )
-        wait_for(lambda: gw.sql("SELECT count(*) FROM usage_records") == "1", 10, "ledger row")
+        wait_until(lambda: gw.sql("SELECT count(*) FROM usage_records") == "1", 10, "ledger row")
         usage = {"tokenfactory.spark.usage_info": {"tenant": "acme", "group_by": ["tenant", "key", "model"]}}
         revoke = {"tokenfactory.spark.api_key": {"tenant": "acme", "name": "ci", "state": "absent"}}
         tasks = [{"name": "usage", **usage}, {"name": "revoke", **revoke}, {"name": "revoke_again", **revoke}]

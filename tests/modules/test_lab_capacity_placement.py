@@ -6,7 +6,7 @@ import uuid
 import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
 
-from tests.lab.cluster import LabCluster
+from lab.k8s.cluster import LabCluster
 from tests.modules.fixtures import start_tf_lab
 from tests.modules.lab_helpers import snapshot
 from tests.modules.standin_crds import install_standins

@@ -5,7 +5,6 @@ import contextlib
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -13,7 +12,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 
-from tests.engine import install
+from lab.engine import install
+from lab.processes import free_port, group_members, log_tail
 
 ENGINE_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -24,32 +24,6 @@ ENGINE_ENV = {
     "DO_NOT_TRACK": "1",
 }
 PORT_ATTEMPTS = 3
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes in a process group, from /proc."""
-    members = []
-    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(stat.parent.name))
-    return members
-
-
-def log_tail(path: pathlib.Path, lines: int = 60) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "<no log>"
 
 
 class VllmServer:

@@ -5,7 +5,7 @@ import pathlib
 import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.host import node_info
 
-FIXTURES = pathlib.Path(__file__).parents[2] / "fixtures" / "nvidia-smi"
+FIXTURES = pathlib.Path(__file__).parents[3] / "fixtures" / "nvidia-smi"
 
 
 def recorded(case, name):

@@ -6,38 +6,13 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
+
+from lab.processes import free_port
+from lab.wait import wait_until
 
 PG_BIN = pathlib.Path("/usr/lib/postgresql/15/bin")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class ProcessDied(RuntimeError):
-    """Raised by readiness checks when the process they wait for has exited: stop waiting."""
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-        except ProcessDied:
-            raise
-        except Exception:  # noqa: S110 - not up yet
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} did not come up within {timeout} s")
-        time.sleep(0.05)
 
 
 def _as_postgres() -> dict:
@@ -77,7 +52,7 @@ class PostgresServer:
         argv, as_user = self.initdb()
         log = open(self.dir / "postgres.log", "wb")  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(argv, stdout=log, **as_user, stderr=subprocess.STDOUT)
-        wait_for(self.ready, 30, "postgres")
+        wait_until(self.ready, 30, "postgres")
         return self
 
     def psql(self, database: str, sql: str) -> str:
@@ -128,7 +103,7 @@ class RedisServer:
 
     def start(self):
         self.proc = subprocess.Popen(self.command())
-        wait_for(self.ready, 15, "redis")
+        wait_until(self.ready, 15, "redis")
         return self
 
     def cli(self, *args) -> str:

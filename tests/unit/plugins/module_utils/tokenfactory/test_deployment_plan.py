@@ -11,7 +11,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.de
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 
-from tests.modules.samples import QWEN_05B, cluster, gb10, md_params
+from tests.unit.plugins.module_utils.tokenfactory.samples import QWEN_05B, cluster, gb10, md_params
 
 SINGLE = cluster(inventory([gb10("spark-1")]))
 PAIR = cluster(inventory([gb10("spark-1", "pair-a"), gb10("spark-2", "pair-a")]))

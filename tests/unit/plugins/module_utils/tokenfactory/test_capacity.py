@@ -3,7 +3,7 @@
 import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import capacity as cap
 
-from tests.modules.samples import QWEN_05B
+from tests.unit.plugins.module_utils.tokenfactory.samples import QWEN_05B
 
 GIB = 2**30
 LLAMA_70B = cap.known_architecture("meta-llama/Llama-3.3-70B-Instruct")

@@ -2,7 +2,7 @@
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
 
-from tests.modules.samples import gb10, h100, node
+from tests.unit.plugins.module_utils.tokenfactory.samples import gb10, h100, node
 
 
 def test_gb10_memory_is_the_node_memory_and_fabrics_are_grouped():

@@ -89,6 +89,26 @@ def exit_status(pid: int) -> str:
     return f"exit code {code}"
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in a process group, from /proc."""
+    members = []
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(stat.parent.name))
+    return members
+
+
+def log_tail(path: pathlib.Path, lines: int = 60) -> str:
+    try:
+        return "\n".join(pathlib.Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "<no log>"
+
+
 def mem_available_mib() -> int:
     for line in pathlib.Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):

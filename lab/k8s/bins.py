@@ -4,9 +4,10 @@ import os
 import pathlib
 import subprocess
 
+from lab.paths import SCRIPTS, tf_cache
+
 KUBE_VERSION = "v1.36.3"
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-k8s-lab-bins"
+BUILD_SCRIPT = SCRIPTS / "build-k8s-lab-bins"
 # Everything scripts/build-k8s-lab-bins installs: the control plane, kwok, the node binaries and helm.
 BINARIES = (
     "etcd",
@@ -20,13 +21,6 @@ BINARIES = (
     "kubelet",
     "helm",
 )
-
-
-def tf_cache() -> pathlib.Path:
-    if os.environ.get("TF_CACHE"):
-        return pathlib.Path(os.environ["TF_CACHE"])
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
-    return pathlib.Path(xdg) / "tokenfactory"
 
 
 def bin_dir() -> pathlib.Path:

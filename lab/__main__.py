@@ -1,4 +1,4 @@
-"""CLI: python -m tests.lab up|down|status [--profile P] [--name N].
+"""CLI: python -m lab up|down|status [--profile P] [--name N].
 
 `up` starts a detached cluster and prints its admin kubeconfig path on stdout (progress goes to stderr).
 """
@@ -8,12 +8,12 @@ import json
 import sys
 import time
 
-from tests.lab import nodes
-from tests.lab.cluster import LabCluster, LabError
+from lab.k8s import nodes
+from lab.k8s.cluster import LabCluster, LabError
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.lab", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=("up", "down", "status"))
     parser.add_argument("--profile", default="spark-single", choices=nodes.profiles())
     parser.add_argument("--name", help="cluster name (default: the profile); state in $TF_LAB_ROOT/<name>")

@@ -1,7 +1,7 @@
 """Generate a tiny Qwen2 chat model with a byte-level BPE tokenizer, deterministically and offline.
 
 Runs inside the vLLM venv (torch, transformers, tokenizers):
-    python tests/engine/make_tiny_model.py --cache ~/.cache/tokenfactory/models   # prints the model dir
+    python lab/engine/tiny_model.py --cache ~/.cache/tokenfactory/models   # prints the model dir
 The directory name carries a hash of this file, so editing the generator makes a new model.
 Only the path helpers are importable without torch (the project venv uses them).
 """

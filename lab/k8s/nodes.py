@@ -5,7 +5,7 @@ import uuid
 
 import yaml
 
-from tests.lab.bins import KUBE_VERSION
+from lab.k8s.bins import KUBE_VERSION
 
 HERE = pathlib.Path(__file__).parent
 PROFILE_DIR = HERE / "profiles"

@@ -12,7 +12,9 @@ import sys
 import time
 import urllib.request
 
-from tests.lab import bins, kubeconfig, nodes, pki, processes
+from lab import processes
+from lab.k8s import bins, kubeconfig, nodes, pki
+from lab.paths import lab_root
 
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
@@ -27,15 +29,11 @@ class LabError(RuntimeError):
     """The lab cluster could not be started or found; the message carries the failing component's log tail."""
 
 
-def lab_root() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("TF_LAB_ROOT", "/tmp/tokenfactory-lab"))
-
-
 class LabCluster:
     """One lab cluster, state in <lab_root>/<name>. Use as a context manager or call start()/stop().
 
     tie_to_parent=True (tests) makes the kernel kill the components if this Python process dies;
-    the CLI passes False so the cluster outlives `python -m tests.lab up`.
+    the CLI passes False so the cluster outlives `python -m lab up`.
     """
 
     def __init__(self, profile: str = "spark-single", name: str | None = None, *, tie_to_parent: bool = True):
