@@ -28,7 +28,7 @@ import urllib.request
 from lab.datastores import PostgresServer, RedisServer
 from lab.engine import install
 from lab.engine.vllm import ENGINE_ENV, VllmServer
-from lab.paths import GATEWAY_DIR, lab_root
+from lab.paths import GATEWAY_DIR, REPO_ROOT, lab_root
 
 
 @dataclasses.dataclass
@@ -109,7 +109,7 @@ def node_exporter_launch(port, args):
 
 def dcgm_exporter_launch(port, args):
     argv = [sys.executable, "-m", "lab.simulated_dcgm_exporter", "--port", str(port), "--file", str(args.file)]
-    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/metrics"), argv, env={"PYTHONPATH": str(REPO)})
+    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/metrics"), argv, env={"PYTHONPATH": str(REPO_ROOT)})
 
 
 def postgres_server(port, args):

@@ -1,6 +1,6 @@
 """SIMULATED DCGM exporter: serves DCGM exposition text from a file instead of reading a GPU.
 
-    python -m lab.simulated_dcgm_exporter --port 19400 --file tests/observability/fixtures/dcgm/gb10-healthy.prom
+    python -m lab.simulated_dcgm_exporter --port 19400 --file lab/fixtures/dcgm/gb10-healthy.prom
 The file is re-read on every scrape, so a test changes the GPU's state by rewriting it (tests/observability/
 fixtures/dcgm/README.md says where the texts come from). Only the hardware is simulated: Prometheus, the alert
 rules and the health gate that read these series are the real ones.

@@ -9,12 +9,14 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from lab.processes import free_port
+from lab.wait import wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -34,12 +36,6 @@ def promtool(*args, cwd=None):
         timeout=120,
         check=False,
     )
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def http_json(url, data=None, timeout=10):
@@ -141,12 +137,8 @@ class Prometheus(Process):
     def targets(self):
         return http_json(f"{self.url}/api/v1/targets")["data"]
 
-    def wait_for(self, describe, check, timeout=60, interval=0.5):
-        deadline = time.monotonic() + timeout
-        while True:
-            got = check()
-            if got:
-                return got
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {describe}\n{self.log_tail(20)}")
-            time.sleep(interval)
+    def until(self, what, check, timeout=60):
+        try:
+            return wait_until(check, timeout, what, interval=0.5)
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\n{self.log_tail(20)}") from exc
