@@ -6,7 +6,8 @@ Sends real traffic through the gateway first: streamed chat completions per mode
 refuses (an error), and a burst on a key limited to a few requests per minute (HTTP 429s). Then, after three
 scrape intervals, runs each panel query with Grafana's variables at query-time values (panels using
 $deployment once per deployment, so every engine's metric names are proven) and each template variable's
-label_values. Exits 1 naming every query that returned no number.
+label_values. Exits 1 naming every query that returned no number, except panels named with --not-on-this-hardware
+(for example the framebuffer panel on a GB10-only cluster: GB10 has no framebuffer), which are listed as such.
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ def post(url, data, headers=None, timeout=60):
 
 
 def query(prometheus, expr):
-    return post(f"{prometheus}/api/v1/query", {"query": expr})["data"]["result"]
+    try:
+        return post(f"{prometheus}/api/v1/query", {"query": expr})["data"]["result"]
+    except urllib.error.HTTPError as exc:
+        raise QueryError(f"{exc.code}: {exc.read().decode(errors='replace')[:300]}") from exc
+
+
+class QueryError(Exception):
+    """Prometheus refused the query (a parse or execution error)."""
 
 
 def label_values(prometheus, label, match):
@@ -96,7 +104,9 @@ def panel_queries(dashboard, deployments):
                 expr = expr.replace(var, value)
             if "$deployment" in expr:
                 for deployment in deployments:
-                    yield f"{panel['title']} [{deployment}]", expr.replace("$deployment", re.escape(deployment))
+                    # A regex inside a PromQL string: regex-escaped, then its backslashes escaped for the string.
+                    regex = re.escape(deployment).replace("\\", "\\\\")
+                    yield f"{panel['title']} [{deployment}]", expr.replace("$deployment", regex)
             else:
                 yield panel["title"], expr
 
@@ -108,13 +118,21 @@ def variable_queries(dashboard):
             yield variable["name"], match.group(2), match.group(1)
 
 
-def check(prometheus, dashboards, deployments):
-    """(number of queries, [description of each query without data])."""
-    checked, empty = 0, []
+def check(prometheus, dashboards, deployments, not_here=()):
+    """(number of queries, [each query without data], [panels skipped: not on this hardware])."""
+    checked, empty, skipped = 0, [], []
     for dashboard in dashboards:
         for title, expr in panel_queries(dashboard, deployments):
+            if any(title.startswith(prefix) for prefix in not_here):
+                skipped.append(f"{dashboard['uid']} / {title}")
+                continue
             checked += 1
-            if not numbers(query(prometheus, expr)):
+            try:
+                answered = numbers(query(prometheus, expr))
+            except QueryError as exc:
+                empty.append(f"{dashboard['uid']} / {title}: refused ({exc}): {expr}")
+                continue
+            if not answered:
                 empty.append(f"{dashboard['uid']} / {title}: {expr}")
         for name, label, match in variable_queries(dashboard):
             checked += 1
@@ -122,7 +140,7 @@ def check(prometheus, dashboards, deployments):
             wanted = deployments if name == "deployment" else values[:1]
             if not values or not set(wanted) <= set(values):
                 empty.append(f"{dashboard['uid']} / variable {name}: label_values({match}, {label}) = {values}")
-    return checked, empty
+    return checked, empty, skipped
 
 
 def wait_scraped(prometheus, deployments, timeout=90):
@@ -144,6 +162,12 @@ def main(argv=None):
     parser.add_argument("--target", action="append", required=True, help="DEPLOYMENT=MODEL (repeatable)")
     parser.add_argument("--scrape-interval", type=float, default=2.0)
     parser.add_argument("--requests", type=int, default=8)
+    parser.add_argument(
+        "--not-on-this-hardware",
+        action="append",
+        default=[],
+        help="title prefix of a panel this hardware has no data for",
+    )
     args = parser.parse_args(argv)
     targets = dict(t.split("=", 1) for t in args.target)
     wait_scraped(args.prometheus, list(targets))
@@ -152,8 +176,10 @@ def main(argv=None):
     statuses = send_traffic(args.gateway, key, limited, list(targets.values()), args.requests)
     time.sleep(3 * args.scrape_interval)
     dashboards = [json.loads(pathlib.Path(path).read_text()) for path in args.dashboard]
-    checked, empty = check(args.prometheus, dashboards, list(targets))
-    print(json.dumps({"queries": checked, "without_data": empty, "statuses": statuses}))
+    checked, empty, skipped = check(args.prometheus, dashboards, list(targets), args.not_on_this_hardware)
+    print(
+        json.dumps({"queries": checked, "without_data": empty, "not_on_this_hardware": skipped, "statuses": statuses})
+    )
     return 1 if empty else 0
 
 

@@ -18,8 +18,8 @@ description:
   - Reads the alerts firing in Prometheus (the rules of the C(tokenfactory.spark.observability) role decide the
     thresholds).
   - RV(healthy) is false when a node is not Ready, offers fewer GPUs than it has, DCGM reports fewer GPUs than
-    the node has (O(require_gpu_metrics)), or an alert of a severity in O(blocking_severities) fires. Warnings are
-    returned in RV(warnings) and do not block.
+    the node has (O(require_gpu_metrics)), or an alert of a severity in O(blocking_severities) fires. Other firing
+    alerts are returned in RV(non_blocking) and do not close the gate.
   - Changes nothing; a playbook asserts on RV(healthy) (see C(playbooks/health_gate.yml)).
 author:
   - Token Factory maintainers (@tokenfactory)
@@ -120,8 +120,8 @@ blocking:
   type: list
   elements: str
   sample: ["spark-01: TokenFactoryGPUXidCritical (critical): GPU 0 on spark-01: XID 79 needs the node drained"]
-warnings:
-  description: Firing alerts of other severities, one line each.
+non_blocking:
+  description: Firing alerts of other severities (warnings), one line each.
   returned: always
   type: list
   elements: str
@@ -230,7 +230,7 @@ def main():
         return {
             "healthy": not blocking,
             "blocking": blocking,
-            "warnings": warnings,
+            "non_blocking": warnings,
             "nodes": states,
             "alerts": considered,
             "prometheus": source,

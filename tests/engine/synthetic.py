@@ -48,6 +48,7 @@ class UpstreamConfig:
     error_after_chunks: int | None = None  # send vLLM's in-stream error event (HTTP 200) after N chunks
     abort_after_chunks: int | None = None  # drop the connection after N chunks (no [DONE])
     die_after_requests: int | None = None  # serve N generation requests, then stop listening and drop all
+    metric_names: str = "vllm"  # name the /metrics series as vllm, nim (served at /v1/metrics too) or dynamo
 
 
 def completion_text(tokens: int) -> str:
@@ -166,7 +167,7 @@ class SyntheticUpstream:
         self.config = UpstreamConfig(**options)
         self.port = port
         self.subprocess = subprocess
-        self.metrics = EngineMetrics(self.config.model, self.config.kv_cache_tokens)
+        self.metrics = EngineMetrics(self.config.model, self.config.kv_cache_tokens, self.config.metric_names)
         self.received: collections.deque = collections.deque(maxlen=1000)  # (method, path, headers, body)
         self.generation_requests = 0
         self.died = threading.Event()  # set when die_after_requests fired
@@ -282,7 +283,7 @@ class SyntheticUpstream:
         keep = request.keep_alive
         if route == ("GET", "/health"):
             await http11.send(writer, 200, b"", "application/json", keep)
-        elif route == ("GET", "/metrics"):
+        elif request.method == "GET" and request.path in ("/metrics", self.metrics.names["path"]):
             await http11.send(writer, 200, self.metrics.render().encode(), "text/plain; version=0.0.4", keep)
         elif route == ("GET", "/v1/models"):
             await http11.send_json(writer, 200, self._models(), keep)
@@ -398,7 +399,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Deterministic OpenAI-compatible upstream (vLLM-shaped).")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed as READY <url>)")
     for field in dataclasses.fields(UpstreamConfig):
-        kind = str if field.name == "model" else float if field.name.endswith("_ms") else int
+        kind = str if field.name in ("model", "metric_names") else float if field.name.endswith("_ms") else int
         parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default)
     return parser.parse_args(argv)
 
