@@ -2,9 +2,9 @@
 
     python -m lab.dashboard_check --prometheus URL --dashboard FILE... --gateway URL --api-key-file F
         --limited-key-file F --target DEPLOYMENT=MODEL... [--scrape-interval S]
-Sends real traffic through the gateway first: streamed chat completions per model, one request the engine
-refuses (an error), and a burst on a key limited to a few requests per minute (HTTP 429s). Then, after three
-scrape intervals, runs each panel query with Grafana's variables at query-time values (panels using
+Sends real traffic through the gateway first, twice, three scrape intervals apart: streamed chat completions per
+model, one request the engine refuses (an error), and a burst on a key limited to a few requests per minute
+(HTTP 429s). Then runs each panel query with Grafana's variables at query-time values (panels using
 $deployment once per deployment, so every engine's metric names are proven) and each template variable's
 label_values. Exits 1 naming every query that returned no number, except panels named with --not-on-this-hardware
 (for example the framebuffer panel on a GB10-only cluster: GB10 has no framebuffer), which are listed as such.
@@ -173,8 +173,13 @@ def main(argv=None):
     wait_scraped(args.prometheus, list(targets))
     key = pathlib.Path(args.api_key_file).read_text().strip()
     limited = pathlib.Path(args.limited_key_file).read_text().strip()
-    statuses = send_traffic(args.gateway, key, limited, list(targets.values()), args.requests)
-    time.sleep(3 * args.scrape_interval)
+    # Two rounds: label sets a first request creates are only in Prometheus from their first scrape on, so
+    # rates need increments after that (a fresh gateway or engine has no series before its first request).
+    statuses = {}
+    for _round in range(2):
+        for status, count in send_traffic(args.gateway, key, limited, list(targets.values()), args.requests).items():
+            statuses[status] = statuses.get(status, 0) + count
+        time.sleep(3 * args.scrape_interval)
     dashboards = [json.loads(pathlib.Path(path).read_text()) for path in args.dashboard]
     checked, empty, skipped = check(args.prometheus, dashboards, list(targets), args.not_on_this_hardware)
     print(
