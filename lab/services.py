@@ -25,6 +25,8 @@ import time
 import urllib.error
 import urllib.request
 
+import yaml
+
 from lab.datastores import PostgresServer, RedisServer
 from lab.engine import install
 from lab.engine.vllm import ENGINE_ENV, VllmServer
@@ -133,10 +135,14 @@ def redis_launch(port, args):
 def gateway_launch(port, args):
     config = pathlib.Path(args.config).resolve()
     argv = [sys.executable, "-m", "tokenfactory_gateway", "--config", str(config)]
-    sources = sorted((GATEWAY_DIR / "tokenfactory_gateway").glob("*.py"))
+    package = GATEWAY_DIR / "tokenfactory_gateway"
+    sources = [*sorted(package.glob("*.py")), package / "domain.json"]
     # Restarted when its configuration, its credentials or its code change.
     fingerprint = [*argv, port, digest(config, *args.secret_file), digest(*sources)]
-    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/ready"), fingerprint, env={"PYTHONPATH": str(GATEWAY_DIR)})
+    # Probes are on the internal listener (admin API, metrics, /ready), not on the public port.
+    internal = yaml.safe_load(config.read_text()).get("internal_listen") or "127.0.0.1:8081"
+    ready = http_ready(f"http://127.0.0.1:{internal.rsplit(':', 1)[1]}/ready")
+    return Launch(argv, ready, fingerprint, env={"PYTHONPATH": str(GATEWAY_DIR)})
 
 
 SERVICES = {

@@ -85,13 +85,7 @@ notes:
   - O(namespace) is not used by this module.
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
-attributes:
-  check_mode:
-    description: Read-only; runs normally in check mode.
-    support: full
-  diff_mode:
-    description: Read-only; nothing to diff.
-    support: N/A
+  - tokenfactory.spark.read_only
 """
 
 EXAMPLES = r"""
@@ -154,7 +148,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.he
     node_states,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
-    INFO_ARG_SPEC,
+    NAMESPACE_ARG_SPEC,
     TokenFactoryModule,
 )
 
@@ -205,7 +199,7 @@ def prometheus_fetch(tfm):
 
 
 def main():
-    tfm = TokenFactoryModule(ARGUMENT_SPEC, base_spec=INFO_ARG_SPEC)
+    tfm = TokenFactoryModule(ARGUMENT_SPEC, base_spec=NAMESPACE_ARG_SPEC)
 
     def body():
         params = tfm.params

@@ -75,7 +75,7 @@ def stack(gateway_factory, tmp_path):
                 }
                 for engine, upstream in upstreams.items()
             ],
-            "observability_static_gateway_targets": [gw.url.removeprefix("http://")],
+            "observability_static_gateway_targets": [gw.replicas[0].internal_url.removeprefix("http://")],
             "observability_static_dcgm_targets": [
                 {"node": node, "targets": [f"127.0.0.1:{port}"]} for node, port in exporters.items()
             ],
