@@ -372,7 +372,7 @@ ARGUMENT_SPEC = {
             "gpu_type": {"type": "str"},
             "memory_bandwidth_gbps": {"type": "float"},
             "weights_bytes": {"type": "int", "required": True},
-            "kv_bytes_per_token": {"type": "int", "required": True},
+            "kv_bytes_per_token": {"type": "int", "required": True, "no_log": False},
             "gpus": {"type": "int", "default": 1},
         },
     },
