@@ -14,7 +14,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.in
 
 # What the gate reads per node (one instant query each; `node` is the label the scrape jobs set).
 NODE_QUERIES = {
-    "gpusReporting": "count by (node) (DCGM_FI_DEV_GPU_TEMP)",
+    "gpusReporting": "count by (node) (max by (node, gpu) (DCGM_FI_DEV_GPU_TEMP))",
     "lastXid": "max by (node) (max_over_time(DCGM_FI_DEV_XID_ERRORS[10m]))",
     "maxTemperatureC": "max by (node) (DCGM_FI_DEV_GPU_TEMP)",
     "clockEventReasons": "max by (node) (DCGM_FI_DEV_CLOCKS_EVENT_REASONS)",
