@@ -311,8 +311,9 @@ validation:
       type: dict
     memory_bound:
       description:
-        - With O(memory_bound) - decode_tokens_per_s (measured), bound_tokens_per_s, fraction_of_bound, streams,
-          context_tokens, bytes_per_token and the inputs; computed is false (with a reason) without decode data.
+        - With O(memory_bound) - decode_tokens_per_s (measured), bound_tokens_per_s, fraction_of_bound,
+          above_bound, streams, context_tokens, bytes_read_per_decoded and the inputs; computed is false (with a
+          reason) without decode data.
       type: dict
     first_token_at:
       description: Epoch seconds of the first successful token (used for time-to-serving).

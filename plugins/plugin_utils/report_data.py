@@ -172,12 +172,15 @@ def memory_bound_line(v):
         return f"memory-bandwidth limit not computed: {bound.get('reason')}"
     gpu = f"{bound.get('gpu_type') or 'GPU'} {bound['memory_bandwidth_gbps']:g} GB/s"
     gpu += f" x {bound['gpus']}" if bound.get("gpus", 1) > 1 else ""
-    return (
+    line = (
         f"decode {bound['decode_tokens_per_s']:.0f} tok/s is {bound['fraction_of_bound']:.1%} of the memory-bandwidth "
-        f"limit {bound['bound_tokens_per_s']:.0f} tok/s ({gpu} / {bound['bytes_per_token'] / 1e6:.2f} MB read per "
-        f"token: {bound['weights_bytes'] / 1e9:.2f} GB weights / {bound['streams']:.1f} streams + "
-        f"{bound['context_tokens']:.0f} tokens x {bound['kv_bytes_per_token'] / 1024:.1f} KiB KV)"
+        f"limit {bound['bound_tokens_per_s']:.0f} tok/s ({gpu} / {bound['bytes_read_per_decoded'] / 1e6:.2f} MB read "
+        f"per token: {bound['weights_bytes'] / 1e9:.2f} GB weights / {bound['streams']:.1f} streams + "
+        f"{bound['context_tokens']:.0f} tokens x {bound['kv_bytes_per_context_position'] / 1024:.1f} KiB KV)"
     )
+    if bound.get("above_bound"):
+        line += "; above the limit: the model served is smaller than the one sized, or the GPU is not the one named"
+    return line
 
 
 def junit_xml(doc):

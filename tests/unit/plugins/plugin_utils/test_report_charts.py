@@ -48,15 +48,29 @@ def test_bandwidth_from_the_data_sheet_or_explicit():
         bandwidth({"gpu_type": "NVIDIA-X1"})
 
 
-def test_report_prints_the_fraction_next_to_the_decode_rate():
+def test_report_prints_the_fraction_next_to_the_decode_rate(short_run):
+    """Through the report document (scrubbed of credential-like keys), the summary table and the HTML."""
     result = {"completed": 40, "duration": 10.0, "mean_e2el_ms": 1000.0, "mean_tpot_ms": 20.0,
               "total_input_tokens": 4000, "total_output_tokens": 2560}  # fmt: skip
-    v = {"memory_bound": memory_bound.summarize(result, 273, **QWEN2_05B, gpu_type="NVIDIA-GB10")}
-    line = report_data.memory_bound_line(v)
-    fraction = v["memory_bound"]["fraction_of_bound"]
+    validation = {**short_run, "memory_bound": memory_bound.summarize(result, 273, **QWEN2_05B, gpu_type="NVIDIA-GB10")}
+    doc = report_data.build_report("validate.yml", [{"host": "localhost", "validation": validation}], [], {})
+    kept = doc["validations"][0]["validation"]["memory_bound"]
+    assert set(kept) == set(validation["memory_bound"]), "the scrubber dropped memory_bound fields"
+    line = report_data.memory_bound_line(doc["validations"][0]["validation"])
+    fraction = kept["fraction_of_bound"]
     assert line.startswith(f"decode 200 tok/s is {fraction:.1%} of the memory-bandwidth limit")
     assert "NVIDIA-GB10 273 GB/s" in line and "0.99 GB weights / 4.0 streams + 132 tokens x 12.0 KiB KV" in line
+    assert "above the limit" not in line
+    assert f"{fraction:.1%}" in report_data.summary_table(doc) and line.replace("&", "&amp;") in report_html.render(doc)
     assert report_data.memory_bound_line({}) is None
+
+
+def test_a_rate_above_the_limit_is_called_out():
+    result = {"completed": 40, "duration": 10.0, "mean_e2el_ms": 1000.0, "mean_tpot_ms": 0.5,
+              "total_input_tokens": 4000, "total_output_tokens": 2560}  # fmt: skip
+    bound = memory_bound.summarize(result, 273, **QWEN2_05B, gpu_type="NVIDIA-GB10")
+    assert bound["above_bound"] and bound["fraction_of_bound"] > 1
+    assert "above the limit: the model served is smaller" in report_data.memory_bound_line({"memory_bound": bound})
 
 
 @pytest.fixture(scope="module")
