@@ -91,6 +91,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def answer(self, head: bool):
         path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+        if path == "/health":  # the lab's readiness check (not a hub route)
+            return self.json(200, {"repositories": len(list(self.server.root.glob("*/*")))}, head)
         for kind, pattern in ROUTES:
             match = pattern.match(path)
             if match:

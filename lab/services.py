@@ -114,6 +114,15 @@ def dcgm_exporter_launch(port, args):
     return Launch(argv, http_ready(f"http://127.0.0.1:{port}/metrics"), argv, env={"PYTHONPATH": str(REPO_ROOT)})
 
 
+def hub_launch(port, args):
+    # SIMULATION of the public internet: the stand-in Hugging Face hub, on an address the lab's pods reach.
+    host = args.host or "127.0.0.1"
+    root = pathlib.Path(args.root).resolve()
+    argv = [sys.executable, "-m", "lab.hub", "--root", str(root), "--listen", f"{host}:{port}"]
+    fingerprint = [*argv, digest(pathlib.Path(__file__).with_name("hub.py"))]
+    return Launch(argv, http_ready(f"http://{host}:{port}/health"), fingerprint, env={"PYTHONPATH": str(REPO_ROOT)})
+
+
 def postgres_server(port, args):
     return PostgresServer(directory=state_dir(args.cluster) / "postgres", port=port)
 
@@ -148,6 +157,7 @@ def gateway_launch(port, args):
 SERVICES = {
     "dcgm-exporter": dcgm_exporter_launch,
     "gateway": gateway_launch,
+    "hub": hub_launch,
     "node-exporter": node_exporter_launch,
     "postgres": postgres_launch,
     "prometheus": prometheus_launch,
@@ -198,7 +208,7 @@ def ensure(name, port, args):
         "pid": proc.pid,
         "fingerprint": fingerprint,
         "port": port,
-        "url": f"{launch.scheme}://127.0.0.1:{port}",
+        "url": f"{launch.scheme}://{getattr(args, 'host', None) or '127.0.0.1'}:{port}",
         "log": str(log),
         "stop_signal": int(launch.stop_signal),
     }
@@ -258,6 +268,8 @@ def main(argv=None):
     parser.add_argument("--config", help="prometheus, gateway: configuration file")
     parser.add_argument("--bin-dir", help="prometheus, node-exporter: directory with the binaries")
     parser.add_argument("--file", help="dcgm-exporter: DCGM exposition text to serve (re-read on every scrape)")
+    parser.add_argument("--root", help="hub: directory of <org>/<name> model repositories")
+    parser.add_argument("--host", help="hub: address to listen on (default 127.0.0.1)")
     parser.add_argument("--secret-file", action="append", default=[], help="gateway: credential file it reads")
     parser.add_argument("--database", type=sql_name, default="tokenfactory", help="postgres: database to create")
     parser.add_argument("--user", type=sql_name, default="tokenfactory", help="postgres: owner role to create")
