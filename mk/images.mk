@@ -1,7 +1,7 @@
 # Images of the Token Factory pods, built without a registry and cached as OCI archives (scripts/build-service-images):
 # the gateway (services/gateway/Containerfile), PostgreSQL and Redis from Debian packages, Prometheus and node-exporter
 # from the Go build (scripts/ensure-prometheus), the lab's CPU vLLM engine.
-.PHONY: service-images engine-image test-images
+.PHONY: service-images engine-image test-images test-engine-image
 TEST_TIERS += test-images
 
 ## Build (or reuse) the gateway, PostgreSQL, Redis, Prometheus and node-exporter images.
@@ -14,4 +14,9 @@ engine-image: bootstrap engine
 
 ## Run each image the way the gateway role's pods run it (podman; names prefixed tf-images-).
 test-images: service-images
-	$(PYTEST) -m molecule -p no:cacheprovider tests/images
+	$(PYTEST) -m molecule -p no:cacheprovider tests/images/test_service_images.py
+
+## The rendered engine container on the lab's CPU vLLM image, fetching the model from the stand-in hub (heavy:
+## the engine image costs 8-22 min cold; not in TEST_TIERS until the lab's e2e runs the engine as a pod).
+test-engine-image: engine-image
+	$(PYTEST) -m molecule -p no:cacheprovider tests/images/test_engine_image.py
