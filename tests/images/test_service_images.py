@@ -143,6 +143,7 @@ def test_the_gateway_image_runs_the_gateway_package_as_a_non_root_user(images):
 
 def test_prometheus_has_kubernetes_discovery_and_node_exporter_runs(images, tmp_path):
     """The image the observability role runs: its Prometheus accepts kubernetes_sd jobs (Debian's does not)."""
+    tmp_path.chmod(0o755)  # the image runs as nobody, like prom/prometheus
     (tmp_path / "prometheus.yml").write_text(
         "scrape_configs:\n  - job_name: engines\n    kubernetes_sd_configs:\n      - role: pod\n"
     )
