@@ -16,7 +16,6 @@ Run: make bench-validation   (or .venv/bin/python tests/bench/validation_vs_vllm
 """
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -31,7 +30,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / ".collections"), str(ROOT)]
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import stats
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import event_loop, stats
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.loadgen import LoadGenerator, LoadSpec
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.prompts import make_prompts
 
@@ -94,7 +93,7 @@ def run_ours_child(config_path, out_path):
         return stats.summarize(records, t_end - t0, percentiles=PERCENTILES)
 
     before, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    result = asyncio.run(measure())
+    result = event_loop.run(measure())
     after = resource.getrusage(resource.RUSAGE_SELF)
     result["cpu_s"] = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     result["wall_s"] = time.perf_counter() - t0

@@ -20,6 +20,7 @@ import re
 _CHOICE = re.compile(rb'"choices"\s*:\s*\[\s*\{')
 _USAGE = re.compile(rb'"usage"\s*:\s*\{')
 _DONE = b"[DONE]"
+_COMPACT = (b":[{", b": [{")  # the spellings of vLLM (pydantic) and Python's json.dumps: no regex needed
 
 
 class SSERecorder:
@@ -36,36 +37,39 @@ class SSERecorder:
         self.events = 0
 
     def feed(self, data, now):
-        if not self._pending and data[-2:] == b"\n\n" and data.find(b"\n") == len(data) - 2:
-            self._event(data[:-2], now)  # fast path: exactly one single-line event
+        # `x in bytes` costs a formatted TypeError per call on CPython 3.11 (it tries the needle as an int
+        # first), so the per-chunk path only uses find/startswith.
+        single = not self._pending and data.endswith(b"\n\n") and data.find(b"\n") == len(data) - 2
+        if single and data.startswith(b"data:"):  # fast path: exactly one single-line data event
+            self._payload(data[5:-2].strip(), now)
             return
         if self._pending:
             data = self._pending + data
-        if b"\r" in data:
+        if data.find(b"\r") >= 0:
             data = data.replace(b"\r\n", b"\n")
         events = data.split(b"\n\n")
         self._pending = events.pop()
         for event in events:
-            self._event(event, now)
+            if event.startswith(b"data:") and event.find(b"\n") < 0:
+                self._payload(event[5:].strip(), now)
+            else:
+                payload = _data_of(event)
+                if payload is not None:
+                    self._payload(payload, now)
 
-    def _event(self, event, now):
-        if event.startswith(b"data:") and b"\n" not in event:
-            payload = event[5:].strip()
-        else:
-            payload = _data_of(event)
-            if payload is None:
-                return
+    def _payload(self, payload, now):
         self.events += 1
-        if _CHOICE.search(payload) is not None:
-            if b'"role"' not in payload or not _role_only(payload):
+        at = payload.find(b'"choices"')
+        if at >= 0 and (payload.startswith(_COMPACT, at + 9) or _CHOICE.search(payload, at) is not None):
+            if payload.find(b'"role"') < 0 or not _role_only(payload):
                 self.chunk_times.append(now)
-            if b'"usage"' in payload and _USAGE.search(payload) is not None:
+            if payload.find(b'"usage"') >= 0 and _USAGE.search(payload) is not None:
                 self._read_usage(payload)
         elif payload == _DONE:
             self.done = True
-        elif b'"usage"' in payload and _USAGE.search(payload) is not None:
+        elif payload.find(b'"usage"') >= 0 and _USAGE.search(payload) is not None:
             self._read_usage(payload)
-        elif b'"error"' in payload:
+        elif payload.find(b'"error"') >= 0:
             self._read_error(payload)
 
     def _read_usage(self, payload):

@@ -5,7 +5,7 @@ import json
 import random
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import http_stream
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import event_loop, http_stream
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.loadgen import LoadGenerator, LoadSpec
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.sse_recorder import SSERecorder
 
@@ -72,8 +72,10 @@ def chunked(body, size=7):
 
 
 class FakeConn:
-    transport = None
     exchange = None
+
+    def abort(self):
+        pass
 
 
 @pytest.mark.parametrize("framing", ["chunked", "length", "close"])
@@ -144,7 +146,11 @@ async def _serve(responses):
     return server, server.sockets[0].getsockname()[1]
 
 
-def test_load_generator_outcomes_on_loopback():
+RUNNERS = {"stock asyncio loop": asyncio.run, "StreamLoop": event_loop.run}
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_load_generator_outcomes_on_loopback(runner):
     ok_body = sse(*CHAT)
     ok = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(ok_body)
     error = json.dumps({"error": {"message": "rate limit for key sk-test-secret", "code": 429}}).encode()
@@ -169,7 +175,7 @@ def test_load_generator_outcomes_on_loopback():
         server.close()
         return records
 
-    records = asyncio.run(scenario())
+    records = RUNNERS[runner](scenario())
     assert [r.error_kind for r in records] == [None, "rate_limited", None, "timeout", "connection_lost"]
     assert records[0].ok and records[0].output_tokens == 4 and records[0].prompt_tokens == 7
     assert records[1].retry_after == "3" and "sk-test-secret" not in records[1].error
@@ -188,3 +194,72 @@ def test_spec_validation_names_fields():
     body = json.loads(LoadSpec("http://h/v1", "m", extra_body={"temperature": 0}, output_tokens=9).body("hi"))
     assert body["max_tokens"] == 9 and body["ignore_eos"] and body["temperature"] == 0
     assert body["stream_options"] == {"include_usage": True}
+
+
+async def _trickle(chunks, gap):
+    """Loopback server streaming `chunks` SSE content events, `gap` seconds apart, then usage and [DONE]."""
+
+    async def handle(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        event = sse(CHAT[1])
+        for _i in range(chunks):
+            writer.write(b"%x\r\n%s\r\n" % (len(event), event))  # one whole HTTP chunk per event
+            await asyncio.sleep(gap)
+        writer.write(chunked(sse(CHAT[4], b"[DONE]"), size=4096))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+def test_stream_loop_serves_streams_inline_and_keeps_timers_and_tasks_running():
+    """While a stream is read inside the selector, asyncio's timers and other tasks still run, and the
+    request's completion wakes its task."""
+
+    async def scenario():
+        server, port = await _trickle(chunks=100, gap=0.005)
+        ticks = []
+
+        async def ticker():
+            for _i in range(5):
+                await asyncio.sleep(0.01)
+                ticks.append(len(recorder_times))
+
+        spec = LoadSpec(f"http://127.0.0.1:{port}/v1", "m", num_requests=1, warmup_requests=0, concurrency=1)
+        gen = LoadGenerator(spec)
+        recorder_times = []
+        tick_task = asyncio.ensure_future(ticker())
+        record = (await gen.run(prompts=["hi"]))[0][0]
+        recorder_times.extend(record.chunk_times)
+        await tick_task
+        gen.client.close()
+        server.close()
+        return record, ticks, asyncio.get_running_loop()
+
+    record, ticks, loop = event_loop.run(scenario())
+    assert isinstance(loop, event_loop.StreamLoop) and (loop.streams is not None) is event_loop.EPOLL
+    assert record.ok and len(record.chunk_times) == 100
+    assert record.chunk_times == sorted(record.chunk_times)
+    assert len(ticks) == 5 and ticks[0] == 0  # the ticker ran while the 0.5 s stream was still going
+
+
+def test_parser_error_fails_the_request_not_the_loop(monkeypatch):
+    def broken(self, data, now):
+        raise ValueError("parser bug")
+
+    monkeypatch.setattr(SSERecorder, "feed", broken)
+    ok = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(sse(*CHAT))
+
+    async def scenario():
+        server, port = await _serve([ok])
+        spec = LoadSpec(f"http://127.0.0.1:{port}/v1", "m", num_requests=1, warmup_requests=0, request_timeout=5)
+        gen = LoadGenerator(spec)
+        records, _t0, _t_end = await gen.run(prompts=["hi"])
+        gen.client.close()
+        server.close()
+        return records[0]
+
+    record = event_loop.run(scenario())
+    assert record.error_kind == "client_error" and "parser bug" in record.error
