@@ -112,7 +112,7 @@ class Exchange:
         self.bytes_received += len(data)
         if self.state == _BODY and self.mode == _CHUNKED and self.chunk_state == _SIZE and not self.pending:
             eol = data.find(b"\r\n", 0, 10)  # fast path: the read is exactly one whole chunk
-            if eol > 0 and data[-2:] == b"\r\n":
+            if eol > 0 and data.endswith(b"\r\n"):
                 try:
                     length = int(data[:eol], 16)
                 except ValueError:
@@ -264,14 +264,14 @@ class Exchange:
 
 class _SocketConnection:
     """Plain TCP: `_readable` runs when the socket has bytes (inside the selector on a StreamLoop, else as a
-    loop reader); it reads into one preallocated buffer and hands the bytes to the exchange."""
+    loop reader) and hands what one recv() returns to the exchange (recv(64 KiB) costs no more than
+    recv_into() plus a slice, and bytes slice cheaper than a bytearray)."""
 
     def __init__(self, loop, sock):
         self.loop = loop
         self.sock = sock
         self.exchange = None
         self.lost = False
-        self._buffer = bytearray(65536)
         self._fd = sock.fileno()
         self._streams = getattr(loop, "streams", None)
         if self._streams is not None:
@@ -282,17 +282,17 @@ class _SocketConnection:
     def _readable(self):
         exchange = self.exchange
         try:
-            nbytes = self.sock.recv_into(self._buffer)
+            data = self.sock.recv(65536)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
             self._lost(exc)
         else:
             try:
-                if not nbytes:
+                if not data:
                     self._lost(None)
                 elif exchange is not None:
-                    exchange.on_data(self._buffer[:nbytes])
+                    exchange.on_data(data)
                 else:  # bytes on an idle connection: it cannot be reused safely
                     self.abort()
             except Exception as exc:  # a parsing bug fails the request, not the event loop
@@ -308,9 +308,17 @@ class _SocketConnection:
 
     async def write(self, data):
         try:
-            await self.loop.sock_sendall(self.sock, data)
+            sent = self.sock.send(data)  # a request usually fits the socket buffer: no future needed
+        except (BlockingIOError, InterruptedError):
+            sent = 0
         except OSError as exc:
             self._lost(exc)
+            return
+        if sent < len(data):
+            try:
+                await self.loop.sock_sendall(self.sock, data[sent:])
+            except OSError as exc:
+                self._lost(exc)
 
     def closing(self):
         return self.lost
