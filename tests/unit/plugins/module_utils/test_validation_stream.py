@@ -263,3 +263,50 @@ def test_parser_error_fails_the_request_not_the_loop(monkeypatch):
 
     record = event_loop.run(scenario())
     assert record.error_kind == "client_error" and "parser bug" in record.error
+
+
+def _vllm_chunk(text, finish=None, role=False, usage=None):
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+    if role:
+        choice = {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": finish}
+    doc = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m", "choices": [choice]}
+    if usage:
+        doc["usage"] = usage
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+TEXTS = [" world", "", ' say "hi"', "back\\slash", "new\nline", "é", ' {"choices":[{', "\\", '"', " x"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_template_shortcut_classifies_like_the_full_parser(seed):
+    """Content chunks recognised from the previous chunk's bytes (template) are exactly those the full
+    classification finds, whatever the generated text contains and however the bytes are split."""
+    rng = random.Random(seed)
+    docs = []
+    for _i in range(60):
+        kind = rng.random()
+        if kind < 0.05:
+            docs.append(_vllm_chunk("", role=True))  # chat-style role preamble: not content
+        elif kind < 0.1:
+            docs.append(_vllm_chunk(rng.choice(TEXTS), usage={"prompt_tokens": 1, "completion_tokens": 2}))
+        else:
+            docs.append(_vllm_chunk(rng.choice(TEXTS), finish=rng.choice([None, None, None, "length"])))
+    docs += [json.dumps(CHAT[4]).encode(), b"[DONE]"]
+    events = [b"data: " + d + b"\n\n" for d in docs]
+
+    class Reference(SSERecorder):
+        __slots__ = ()
+
+        def _template(self, event):  # never a shortcut: every event through the full classification
+            self._before = self._after = None
+
+    fast, reference = SSERecorder(), Reference()
+    for i, event in enumerate(events):
+        fast.feed(event, float(i))
+        reference.feed(event, float(i))
+    assert fast.chunk_times == reference.chunk_times and len(fast.chunk_times) >= 50
+    assert fast.usage == reference.usage and fast.done and reference.done
+    split = SSERecorder()
+    feed_split(split, b"".join(events), 25, seed=seed)
+    assert len(split.chunk_times) == len(reference.chunk_times)
