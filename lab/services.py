@@ -114,7 +114,8 @@ def redis_launch(port, args):
 def gateway_launch(port, args):
     config = pathlib.Path(args.config).resolve()
     argv = [sys.executable, "-m", "tokenfactory_gateway", "--config", str(config)]
-    sources = sorted((GATEWAY_DIR / "tokenfactory_gateway").glob("*.py"))
+    package = GATEWAY_DIR / "tokenfactory_gateway"
+    sources = [*sorted(package.glob("*.py")), package / "domain.json"]
     # Restarted when its configuration, its credentials or its code change.
     fingerprint = [*argv, port, digest(config, *args.secret_file), digest(*sources)]
     return Launch(argv, http_ready(f"http://127.0.0.1:{port}/ready"), fingerprint, env={"PYTHONPATH": str(GATEWAY_DIR)})

@@ -16,7 +16,7 @@ SERVED = "Qwen/Qwen2-0.5B-Instruct"  # the lab Model's source, its default serve
 def test_gateway_follows_model_deployments_without_restart(tf_lab, tf_namespace, gateway_factory):
     with SyntheticUpstream(model=SERVED) as upstream:
         deployment = {"name": "qwen-chat", "namespace": tf_namespace, "model": "qwen", "endpoint": "public",
-                      "tenants": ["acme"], "upstream_url": upstream.base_url, "wait": False, "gpu_type": "NVIDIA-GB10",
+                      "tenants": ["acme"], "upstream_url": upstream.base_url, "gpu_type": "NVIDIA-GB10",
                       "pricing": {"currency": "EUR", "input_per_1m": "1", "output_per_1m": "2"},
                       "rate_limits": {"per_key": {"requests_per_minute": 1000}}}  # fmt: skip
         tf_lab.ok("model_deployment", **deployment)

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import conditions
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.objects import conditions
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import parse_quantity
 
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -6,12 +6,13 @@ import datetime
 import re
 import uuid
 
+from . import domain
 from .errors import ApiError
 from .keys import generate_key, hash_key
 
 TENANT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-LIMIT_FIELDS = ("requests_per_minute", "tokens_per_minute")
+LIMIT_FIELDS = tuple(domain.LIMIT_FIELDS)
 
 
 class DryRun(Exception):
@@ -28,10 +29,14 @@ def check_limits(limits) -> dict:
     if not isinstance(limits, dict) or set(limits) - set(LIMIT_FIELDS):
         raise ApiError(400, f"limits accepts only {list(LIMIT_FIELDS)}", param="limits")
     for field in LIMIT_FIELDS:
-        value = limits.get(field, 0)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ApiError(400, f"limits.{field} must be a non-negative integer, got {value!r}", param="limits")
-    return {f: limits.get(f, 0) for f in LIMIT_FIELDS}
+        value = limits.get(field, domain.UNLIMITED)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= domain.PER_MINUTE_MAX:
+            raise ApiError(
+                400,
+                f"limits.{field} must be an integer in 0..{domain.PER_MINUTE_MAX} (0 = unlimited), got {value!r}",
+                param="limits",
+            )
+    return {f: limits.get(f, domain.UNLIMITED) for f in LIMIT_FIELDS}
 
 
 def parse_time(value, field):

@@ -4,16 +4,22 @@ import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.capacity import CapacityError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import (
     deployment_spec,
-    plan_deployment,
     service_name,
-    workload_phase,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.vllm import workload_phase
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment as planner
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 
 from tests.unit.plugins.module_utils.tokenfactory.samples import QWEN_05B, cluster, gb10, md_params
 
 SINGLE = cluster(inventory([gb10("spark-1")]))
+
+
+def plan_deployment(*args, **kwargs):
+    return planner(*args, name="qwen", **kwargs)
+
+
 PAIR = cluster(inventory([gb10("spark-1", "pair-a"), gb10("spark-2", "pair-a")]))
 
 

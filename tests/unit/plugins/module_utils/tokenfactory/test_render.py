@@ -2,14 +2,15 @@
 
 import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import deployment_spec
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import render, upstream_url
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import render, upstream_url
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment
 
-from tests.unit.plugins.module_utils.tokenfactory.samples import QWEN_05B, gb10, md_params
+from tests.unit.plugins.module_utils.tokenfactory.samples import QWEN_05B, cluster, gb10, md_params
 
-PLAN = {"contextLength": 8192, "gpuMemoryUtilization": 0.75, "gpusPerPod": 1, "nodesPerReplica": 1}
 PROVIDER = {"spec": {"type": "huggingface", "credentialsSecret": {"name": "hf-credentials", "key": "token"}}}
-GROUP = inventory([gb10("spark-1")])["gpus"][0]
+SINGLE = cluster(inventory([gb10("spark-1")]))
+PAIR = cluster(inventory([gb10("spark-1", "pair-a"), gb10("spark-2", "pair-a")]))
 
 
 def md(**overrides):
@@ -17,8 +18,16 @@ def md(**overrides):
         "apiVersion": "tokenfactory.io/v1alpha1",
         "kind": "ModelDeployment",
         "metadata": {"name": "qwen", "namespace": "tf", "uid": "1234"},
-        "spec": deployment_spec(md_params(**overrides)),
+        "spec": deployment_spec(md_params(**{"context_length": 8192, **overrides})),
     }
+
+
+def planned(obj, compute_cluster=SINGLE, model=QWEN_05B):
+    return plan_deployment(obj["spec"], model, compute_cluster, [], "fail", name=obj["metadata"]["name"])
+
+
+def rendered(obj, model=QWEN_05B, provider=PROVIDER, compute_cluster=SINGLE):
+    return render(obj, model, provider, planned(obj, compute_cluster, model))
 
 
 def by_kind(objects):
@@ -26,7 +35,7 @@ def by_kind(objects):
 
 
 def test_vllm_deployment_has_engine_essentials():
-    children = render(md(), QWEN_05B, PROVIDER, GROUP, PLAN)
+    children = rendered(md())
     assert [c["kind"] for c in children] == ["Deployment", "Service"]
     deployment = children[0]
     pod = deployment["spec"]["template"]["spec"]
@@ -64,7 +73,7 @@ def test_vllm_deployment_has_engine_essentials():
 
 
 def test_service_selects_the_engine_pods():
-    deployment, service = render(md(), QWEN_05B, PROVIDER, GROUP, PLAN)
+    deployment, service = rendered(md())
     assert service["spec"]["ports"][0]["port"] == 8000
     selector = service["spec"]["selector"]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -74,15 +83,11 @@ def test_service_selects_the_engine_pods():
 
 def test_autoscaling_and_budget_render_hpa_and_pdb_and_leave_replicas_to_the_hpa():
     children = by_kind(
-        render(
+        rendered(
             md(
                 autoscaling={"min_replicas": 1, "max_replicas": 3, "target_waiting_requests": 2},
                 disruption_budget={"min_available": 1},
             ),
-            QWEN_05B,
-            PROVIDER,
-            GROUP,
-            PLAN,
         )
     )
     assert "replicas" not in children["Deployment"]["spec"]
@@ -95,8 +100,8 @@ def test_autoscaling_and_budget_render_hpa_and_pdb_and_leave_replicas_to_the_hpa
 
 def test_prefix_caching_off_kv_fp8_revision_and_extra_args():
     model = {**QWEN_05B, "revision": "main"}
-    deployment = render(
-        md(prefix_caching=False, kv_cache_dtype="fp8", extra_args=["--enforce-eager"]), model, None, GROUP, PLAN
+    deployment = rendered(
+        md(prefix_caching=False, kv_cache_dtype="fp8", extra_args=["--enforce-eager"]), model=model, provider=None
     )[0]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--no-enable-prefix-caching" in args
@@ -108,8 +113,7 @@ def test_prefix_caching_off_kv_fp8_revision_and_extra_args():
 
 
 def test_multinode_replica_is_a_statefulset_of_ranks_on_one_fabric():
-    plan = dict(PLAN, gpusPerPod=1, nodesPerReplica=2)
-    children = render(md(gpus_per_replica=2), QWEN_05B, PROVIDER, GROUP, plan)
+    children = rendered(md(gpus_per_replica=2), compute_cluster=PAIR)
     assert [c["kind"] for c in children] == ["Service", "StatefulSet", "Service"]
     ranks, statefulset, front = children
     assert ranks["spec"]["clusterIP"] == "None"
@@ -133,7 +137,7 @@ def test_multinode_replica_is_a_statefulset_of_ranks_on_one_fabric():
 
 
 def test_nim_and_dynamo_render_operator_objects():
-    nim = render(md(engine="nim", image="nvcr.io/nim/qwen/qwen2", version="1.0"), QWEN_05B, PROVIDER, GROUP, PLAN)
+    nim = rendered(md(engine="nim", image="nvcr.io/nim/qwen/qwen2", version="1.0"))
     (nim_service,) = nim
     assert nim_service["kind"] == "NIMService"
     assert nim_service["spec"]["image"] == {
@@ -143,7 +147,7 @@ def test_nim_and_dynamo_render_operator_objects():
     }
     assert nim_service["spec"]["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert nim_service["spec"]["authSecret"] == "hf-credentials"
-    (graph,) = render(md(engine="dynamo"), QWEN_05B, PROVIDER, GROUP, PLAN)
+    (graph,) = rendered(md(engine="dynamo"))
     worker = graph["spec"]["services"]["VllmWorker"]
     assert worker["extraPodSpec"]["mainContainer"]["command"] == ["python3", "-m", "dynamo.vllm"]
     assert "Qwen/Qwen2-0.5B-Instruct" in worker["extraPodSpec"]["mainContainer"]["args"]
@@ -159,4 +163,5 @@ def test_nim_and_dynamo_render_operator_objects():
     ],
 )
 def test_upstream_url(overrides, expected):
-    assert upstream_url(md(**overrides)) == expected
+    obj = md(**overrides)
+    assert upstream_url(obj, planned(obj)) == expected

@@ -1,9 +1,9 @@
-"""tokenfactory.crds.established: the wait for a CRD, including the moment after create when conditions are null."""
+"""k8s.waiter.crd_established: the wait for a CRD, including the moment after create when conditions are null."""
 
 import pytest
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.crds import established
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import CRD
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import crd_established
 
 
 class OneObject:
@@ -29,7 +29,7 @@ class OneObject:
     ],
 )
 def test_not_established_yet(obj):
-    done, message = established(OneObject(obj), "widgets.example.com")()
+    done, message = crd_established(OneObject(obj), "widgets.example.com")()
     assert not done
     assert message == "waiting for CRD widgets.example.com to be Established"
 
@@ -40,4 +40,4 @@ def test_established():
             "conditions": [{"type": "NamesAccepted", "status": "True"}, {"type": "Established", "status": "True"}]
         }
     }
-    assert established(OneObject(obj), "widgets.example.com")() == (True, None)
+    assert crd_established(OneObject(obj), "widgets.example.com")() == (True, None)
