@@ -110,15 +110,16 @@ class Exchange:
     def on_data(self, data):
         now = time.perf_counter()
         self.bytes_received += len(data)
-        if self.state == _BODY and self.mode == _CHUNKED and self.chunk_state == _SIZE and not self.pending:
-            eol = data.find(b"\r\n", 0, 10)  # fast path: the read is exactly one whole chunk
-            if eol > 0 and data.endswith(b"\r\n"):
+        at_chunk = self.state == _BODY and self.mode == _CHUNKED and self.chunk_state == _SIZE and not self.pending
+        if at_chunk and data.endswith(b"\r\n"):  # fast path: the read is exactly one whole chunk
+            size, _crlf, rest = data.partition(b"\r\n")
+            if len(size) < 9:
                 try:
-                    length = int(data[:eol], 16)
+                    length = int(size, 16)
                 except ValueError:
                     length = 0
-                if length and len(data) == eol + length + 4:
-                    self.sink.feed(data[eol + 2 : -2], now)
+                if length and len(rest) == length + 2:
+                    self.sink.feed(rest[:-2], now)
                     return
         if self.state == _HEAD:
             self.buf += data
