@@ -310,3 +310,40 @@ def test_template_shortcut_classifies_like_the_full_parser(seed):
     split = SSERecorder()
     feed_split(split, b"".join(events), 25, seed=seed)
     assert len(split.chunk_times) == len(reference.chunk_times)
+
+
+def test_https_streams_through_the_asyncio_transport(tmp_path):
+    """TLS connections keep asyncio's SSL transport (only plain TCP is read inside the selector)."""
+    import ssl
+    import subprocess
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    ok = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(sse(*CHAT))
+
+    async def scenario():
+        async def handle(reader, writer):
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-len")))
+            await reader.readexactly(length)
+            writer.write(ok)
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_ctx)
+        port = server.sockets[0].getsockname()[1]
+        spec = LoadSpec(f"https://127.0.0.1:{port}/v1", "m", num_requests=1, warmup_requests=0, ca_path=str(cert))
+        gen = LoadGenerator(spec)
+        records, _t0, _t_end = await gen.run(prompts=["hi"])
+        gen.client.close()
+        server.close()
+        return records[0]
+
+    record = event_loop.run(scenario())
+    assert record.ok and len(record.chunk_times) == 3 and record.output_tokens == 4
