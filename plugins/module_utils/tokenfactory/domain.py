@@ -356,7 +356,9 @@ def gateway_view():
         "deploymentLimitScopes": {scope: entry["field"] for scope, entry in DEPLOYMENT_LIMIT_SCOPES.items()},
         "pricingFields": PRICING_FIELDS,
         "currencyDefault": CURRENCY_DEFAULT,
+        "engineDefault": deployment["engine"]["default"],
         "fields": {
+            "engine": deployment["engine"]["field"],
             "rateLimits": deployment["rate_limits"]["field"],
             "pricing": deployment["pricing"]["field"],
             "tenants": deployment["tenants"]["field"],
