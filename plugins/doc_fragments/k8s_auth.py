@@ -65,15 +65,16 @@ options:
     default: default
 attributes:
   action_group:
-    description: Use C(group/tokenfactory.spark.token_factory) in C(module_defaults) to set auth options.
+    description: Use C(group/tokenfactory.spark.kubernetes) in C(module_defaults) to set the auth options and namespace.
     support: full
     membership:
-      - tokenfactory.spark.token_factory
+      - tokenfactory.spark.kubernetes
 requirements:
   - kubernetes >= 30.0.0 (Python client; pinned in the collection's requirements.txt)
 notes:
-  - "Set these once for all Token Factory modules with
-    C(module_defaults: {group/tokenfactory.spark.token_factory: {kubeconfig: ...}})."
+  - "Set these once for all Token Factory Kubernetes modules with
+    C(module_defaults: {group/tokenfactory.spark.kubernetes: {kubeconfig: ..., namespace: ...}}); the gateway
+    admin modules have their own group, C(tokenfactory.spark.gateway_admin)."
 """
 
     # Object modules: one named object, present or absent, optionally waited for.
@@ -119,11 +120,4 @@ options:
     type: list
     elements: str
     default: []
-attributes:
-  check_mode:
-    description: Read-only; runs normally in check mode.
-    support: full
-  diff_mode:
-    description: Read-only; nothing to diff.
-    support: N/A
 """

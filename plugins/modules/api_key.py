@@ -28,7 +28,9 @@ options:
     type: str
     required: true
   limits:
-    description: Limits for this key across all models; V(0) means none. Left unchanged when omitted.
+    description:
+      - The key's own limits, across all models; each a count per minute from V(0) (none) to V(1000000000).
+      - Left unchanged when omitted.
     type: dict
     suboptions:
       requests_per_minute:

@@ -100,12 +100,16 @@ inventory:
 """
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import COMPUTE_CLUSTER, ENDPOINT, NODE
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
-    TokenFactoryModule,
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import NODE
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
+    COMPUTE_CLUSTER,
+    ENDPOINT,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
 
 LABEL_VALUE_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -137,26 +141,17 @@ def discover(tfm):
 
 
 def main():
-    tfm = TokenFactoryModule(
-        {
-            "profile": {"type": "str", "default": "gpu", "choices": ["gpu", "cpu"]},
-            "node_selector": {"type": "dict", "default": {}},
-            "description": {"type": "str"},
-        }
-    )
+    tfm = TokenFactoryModule(kind_options("ComputeCluster"))
 
     def present(name, namespace):
-        params = tfm.params
         found = discover(tfm)
-        spec = {"profile": params["profile"], "nodeSelector": {k: str(v) for k, v in params["node_selector"].items()}}
-        if params["description"]:
-            spec["description"] = params["description"]
-        applied = tfm.ensure(tf_object("ComputeCluster", name, namespace, spec))
+        spec = kind_fields("ComputeCluster", tfm.params)
+        applied = tfm.objects.ensure(tf_object("ComputeCluster", name, namespace, spec))
         status = {"phase": "Ready", **found}
-        stored = tfm.write_status(applied, status)
+        stored = tfm.objects.write_status(applied, status)
         return {"compute_cluster": stored, "inventory": found}
 
-    tfm.run_object(COMPUTE_CLUSTER, "compute_cluster", (ENDPOINT, "computeCluster"), present)
+    run_object(tfm, COMPUTE_CLUSTER, "compute_cluster", present, used_by=(ENDPOINT, "computeCluster"))
 
 
 if __name__ == "__main__":

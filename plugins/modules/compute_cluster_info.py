@@ -19,6 +19,7 @@ author:
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.info
+  - tokenfactory.spark.read_only
 """
 
 EXAMPLES = r"""
@@ -41,8 +42,8 @@ compute_clusters:
   elements: dict
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.info import run_info
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import COMPUTE_CLUSTER
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_info
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import COMPUTE_CLUSTER
 
 
 def main():

@@ -81,10 +81,12 @@ progress:
   elements: str
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.crds import all_crds, established
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import CRD, GROUP, VERSION
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import CRD
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import crd_established
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.crds import all_crds
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import API_VERSION
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
-    INFO_ARG_SPEC,
+    NAMESPACE_ARG_SPEC,
     TokenFactoryModule,
 )
 
@@ -96,7 +98,7 @@ def main():
             "wait": {"type": "bool", "default": True},
             "wait_timeout": {"type": "int", "default": 120},
         },
-        base_spec=INFO_ARG_SPEC,
+        base_spec=NAMESPACE_ARG_SPEC,
     )
 
     def body():
@@ -104,15 +106,15 @@ def main():
         names = [crd["metadata"]["name"] for crd in crds]
         if tfm.params["state"] == "absent":
             for name in names:
-                tfm.remove(CRD, name, wait=tfm.params["wait"])
+                tfm.objects.remove(CRD, name, wait=tfm.params["wait"])
         else:
-            current_and_planned = [(crd, *tfm.plan(crd)) for crd in crds]
+            current_and_planned = [(crd, *tfm.objects.plan(crd)) for crd in crds]
             for crd, current, planned in current_and_planned:
-                tfm.write(crd, current, planned)
+                tfm.objects.write(crd, current, planned)
             if tfm.params["wait"] and not tfm.check_mode:
                 for name in names:
-                    tfm.wait_until(f"CRD {name} Established", established(tfm.client, name))
-        return {"crds": names, "api_version": f"{GROUP}/{VERSION}"}
+                    tfm.wait_until(f"CRD {name} Established", crd_established(tfm.client, name))
+        return {"crds": names, "api_version": API_VERSION}
 
     tfm.run(body)
 

@@ -14,6 +14,9 @@ description:
   - Creates or updates an C(Endpoint) (C(tokenfactory.io/v1alpha1)) - the host name clients use, its TLS certificate,
     the C(ComputeCluster) whose GPUs serve it and the gateway Service that terminates it.
   - C(status.baseURL) is the OpenAI base URL (C(https://<hostname>/v1)); the gateway reads it.
+  - C(status.phase) says whether the gateway behind it serves - V(Ready) once a pod of the gateway Service
+    (O(gateway)) is ready to take traffic, V(Pending) otherwise (C(status.message) says why) - as observed when the
+    module runs; C(status.gatewayReadyPods) counts them.
   - With O(tls_cert) and O(tls_key) the module stores them in a C(kubernetes.io/tls) Secret C(<name>-tls) owned
     by the Endpoint. The key is never logged or returned; certificate and key must match.
 author:
@@ -96,31 +99,27 @@ tls_secret:
   sample: public-tls
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import (
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ENDPOINT_SLICE, SECRET, SERVICE
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
     COMPUTE_CLUSTER,
     ENDPOINT,
     MODEL_DEPLOYMENT,
-    SECRET,
-)
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
-    TokenFactoryModule,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     check_tls_pair,
-    dns_label,
     dns_subdomain,
     pem,
-    positive_range,
-    url,
 )
-
-GATEWAY_SPEC = {
-    "service_name": {"type": "str", "default": "tokenfactory-gateway"},
-    "namespace": {"type": "str"},
-    "port": {"type": "int", "default": 8080},
-}
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.references import reference
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.secrets import (
+    ensure_with_secret,
+    owned_secret,
+)
 
 
 def base_url(spec):
@@ -131,6 +130,25 @@ def base_url(spec):
     port = spec.get("port")
     default = 443 if scheme == "https" else 80
     return f"{scheme}://{spec['hostname']}{f':{port}' if port and port != default else ''}/v1"
+
+
+def gateway_state(client, gateway):
+    """(phase, message, ready addresses) of the gateway Service behind the Endpoint: Ready once one of its pods is
+    ready to take traffic (an EndpointSlice lists it ready), Pending while none is (or the Service is missing)."""
+    name, namespace = gateway["serviceName"], gateway["namespace"]
+    where = f"gateway Service {namespace}/{name}"
+    if client.get(SERVICE, name, namespace) is None:
+        return "Pending", f"{where} does not exist (deploy the gateway role)", 0
+    slices = client.list(ENDPOINT_SLICE, namespace, f"kubernetes.io/service-name={name}")
+    ready = sum(
+        1
+        for piece in slices
+        for address in piece.get("endpoints") or []
+        if (address.get("conditions") or {}).get("ready", True)
+    )
+    if ready:
+        return "Ready", f"{where}: {ready} ready gateway pod(s)", ready
+    return "Pending", f"{where} has no ready gateway pod", 0
 
 
 def tls_spec(tfm, name):
@@ -153,14 +171,10 @@ def tls_spec(tfm, name):
 def main():
     tfm = TokenFactoryModule(
         {
-            "hostname": {"type": "str"},
-            "port": {"type": "int"},
-            "compute_cluster": {"type": "str"},
-            "gateway": {"type": "dict", "default": {}, "options": GATEWAY_SPEC},
+            **kind_options("Endpoint"),
             "tls_cert": {"type": "str"},
             "tls_key": {"type": "str", "no_log": True},
             "tls_secret": {"type": "str", "no_log": False},
-            "external_url": {"type": "str"},
         },
         required_if=[("state", "present", ["hostname", "compute_cluster"])],
         required_together=[("tls_cert", "tls_key")],
@@ -174,38 +188,32 @@ def main():
             raise ValidationError(
                 "hostname", f"{params['hostname']!r} must be a fully qualified DNS name like llm.example.com"
             )
-        dns_subdomain("hostname", hostname)
-        gateway = params["gateway"]
-        spec = {
-            "hostname": hostname,
-            "computeCluster": params["compute_cluster"],
-            "gateway": {
-                "serviceName": dns_label("gateway.service_name", gateway["service_name"]),
-                "namespace": dns_label("gateway.namespace", gateway["namespace"] or namespace),
-                "port": positive_range("gateway.port", gateway["port"], 1, 65535),
-            },
-        }
-        if params["port"] is not None:
-            spec["port"] = positive_range("port", params["port"], 1, 65535)
-        if params["external_url"]:
-            spec["externalURL"] = url("external_url", params["external_url"])
-        tfm.reference(COMPUTE_CLUSTER, "compute_cluster", params["compute_cluster"])
+        gateway = {**params["gateway"], "namespace": params["gateway"]["namespace"] or namespace}
+        spec = kind_fields("Endpoint", {**params, "hostname": hostname, "gateway": gateway})
+        reference(tfm.client, COMPUTE_CLUSTER, "compute_cluster", params["compute_cluster"], namespace)
         secret_name, secret_data = tls_spec(tfm, name)
         if secret_name:
             spec["tls"] = {"secretName": secret_name}
 
         def secret_for(owner):
-            return tfm.owned_secret(owner, secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
+            return owned_secret(owner, secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
 
-        applied = tfm.ensure_with_secret(tf_object("Endpoint", name, namespace, spec), secret_for)
-        status = {"phase": "Ready", "baseURL": base_url(spec), "computeCluster": params["compute_cluster"]}
-        stored = tfm.write_status(applied, status)
+        applied = ensure_with_secret(tfm.objects, tf_object("Endpoint", name, namespace, spec), secret_for)
+        phase, message, ready = gateway_state(tfm.client, spec["gateway"])
+        status = {
+            "phase": phase,
+            "message": message,
+            "gatewayReadyPods": ready,
+            "baseURL": base_url(spec),
+            "computeCluster": params["compute_cluster"],
+        }
+        stored = tfm.objects.write_status(applied, status)
         result = {"endpoint": stored, "base_url": status["baseURL"]}
         if secret_name:
             result["tls_secret"] = secret_name
         return result
 
-    tfm.run_object(ENDPOINT, "endpoint", (MODEL_DEPLOYMENT, "endpoint"), present)
+    run_object(tfm, ENDPOINT, "endpoint", present, used_by=(MODEL_DEPLOYMENT, "endpoint"))
 
 
 if __name__ == "__main__":

@@ -113,28 +113,25 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ca
     KNOWN_ARCHITECTURES,
     known_architecture,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL, MODEL_DEPLOYMENT, PROVIDER
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
-    TokenFactoryModule,
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
+    MODEL,
+    MODEL_DEPLOYMENT,
+    PROVIDER,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
-    decimal_string,
     model_source,
-    positive_range,
-    served_name,
 )
-
-DTYPES = ["float32", "bfloat16", "float16", "fp8", "nvfp4", "int4"]
-ARCHITECTURE_SPEC = {
-    "parameters_billions": {"type": "str", "required": True},
-    "num_layers": {"type": "int", "required": True},
-    "num_kv_heads": {"type": "int", "required": True},
-    "head_dim": {"type": "int", "required": True},
-    "max_context_length": {"type": "int", "required": True},
-    "dtype": {"type": "str", "required": True, "choices": DTYPES},
-}
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import FIELDS
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import (
+    kind_fields,
+    kind_options,
+    to_fields,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.references import reference
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
 
 
 def architecture_spec(given, source):
@@ -148,50 +145,29 @@ def architecture_spec(given, source):
                 f"head_dim, max_context_length, dtype) from its config.json. Known: {known}",
             )
         return facts
-    if Decimal(decimal_string("architecture.parameters_billions", given["parameters_billions"])) <= 0:
+    facts = to_fields(FIELDS["Model"]["architecture"]["options"], given, "architecture.")
+    if Decimal(facts["parametersBillions"]) <= 0:
         raise ValidationError("architecture.parameters_billions", "must be greater than 0")
-    positive_range("architecture.num_layers", given["num_layers"], 1, 1024)
-    positive_range("architecture.num_kv_heads", given["num_kv_heads"], 1, 1024)
-    positive_range("architecture.head_dim", given["head_dim"], 1, 4096)
-    positive_range("architecture.max_context_length", given["max_context_length"], 1, 10_000_000)
-    return {
-        "parametersBillions": given["parameters_billions"],
-        "numLayers": given["num_layers"],
-        "numKVHeads": given["num_kv_heads"],
-        "headDim": given["head_dim"],
-        "maxContextLength": given["max_context_length"],
-        "dtype": given["dtype"],
-    }
+    return facts
 
 
 def main():
     tfm = TokenFactoryModule(
-        {
-            "provider": {"type": "str"},
-            "source": {"type": "str"},
-            "revision": {"type": "str"},
-            "served_name": {"type": "str"},
-            "architecture": {"type": "dict", "options": ARCHITECTURE_SPEC},
-        },
+        kind_options("Model"),
         required_if=[("state", "present", ["provider", "source"])],
     )
 
     def present(name, namespace):
         params = tfm.params
-        provider = tfm.reference(PROVIDER, "provider", params["provider"])
+        provider = reference(tfm.client, PROVIDER, "provider", params["provider"], namespace)
         source = model_source("source", params["source"], provider["spec"]["type"])
-        spec = {
-            "provider": params["provider"],
-            "source": source,
-            "servedName": served_name("served_name", params["served_name"] or source),
-            "architecture": architecture_spec(params["architecture"], source),
-        }
-        if params["revision"]:
-            spec["revision"] = params["revision"]
-        stored = tfm.ensure(tf_object("Model", name, namespace, spec))
+        given = {**params, "served_name": params["served_name"] or source}
+        spec = kind_fields("Model", given, skip=("architecture",))
+        spec["architecture"] = architecture_spec(params["architecture"], source)
+        stored = tfm.objects.ensure(tf_object("Model", name, namespace, spec))
         return {"model": stored, "served_name": spec["servedName"]}
 
-    tfm.run_object(MODEL, "model", (MODEL_DEPLOYMENT, "model"), present)
+    run_object(tfm, MODEL, "model", present, used_by=(MODEL_DEPLOYMENT, "model"))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ description:
     created; with V(queue) it is created and stays C(Pending) until a GPU is released."
   - The module also writes C(status) (phase, served model name, upstream URL, placement, capacity); the Token
     Factory gateway routes by C(spec.model), C(spec.endpoint), C(spec.tenants), C(spec.rateLimits), C(spec.pricing)
-    and C(status.upstreamURL).
+    and C(status.upstreamURL), and only while C(status.phase) is C(Ready).
 author:
   - Token Factory maintainers (@tokenfactory)
 options:
@@ -149,11 +149,14 @@ options:
     elements: str
     default: []
   rate_limits:
-    description: Limits the gateway enforces, per API key, per tenant and for the whole deployment.
+    description:
+      - Limits the gateway enforces on this deployment, each a count per minute from V(0) (unlimited) to
+        V(1000000000). They come on top of a tenant's and a key's own limits (modules M(tokenfactory.spark.tenant),
+        M(tokenfactory.spark.api_key)), which count over all models.
     type: dict
     suboptions:
       per_key:
-        description: Per API key.
+        description: Each API key's bucket on this deployment.
         type: dict
         suboptions: &limits
           requests_per_minute:
@@ -163,11 +166,12 @@ options:
             description: Tokens (input + output) per minute.
             type: int
       per_tenant:
-        description: Per tenant.
+        description: Each tenant's bucket on this deployment (all keys of the tenant together; not the tenant's own
+          limits over all models).
         type: dict
         suboptions: *limits
       per_deployment:
-        description: For the deployment as a whole.
+        description: The deployment as a whole, all tenants together.
         type: dict
         suboptions: *limits
   pricing:
@@ -260,11 +264,18 @@ status:
   type: dict
   contains:
     phase:
-      description: Pending, Progressing, Ready or Failed.
+      description:
+        - What the engine's pods report when the module runs. V(Pending) (queued, unschedulable or scaled to zero),
+          V(Progressing) (rolling out), V(Ready) (every replica updated and available; the only phase the gateway
+          routes to) or V(Failed) (a pod stuck in CrashLoopBackOff, ImagePullBackOff, ErrImagePull or another state
+          it does not leave by itself, or a rollout past its progress deadline). With O(wait=true) a V(Failed)
+          deployment fails the module at once.
       type: str
       sample: Ready
     message:
-      description: Why it is in this phase (scheduler message, ready counts, queue note).
+      description:
+        - Why it is in this phase (scheduler message, rollout counts, queue note); for V(Failed) the pod, container,
+          reason, last exit code and the container's last log lines.
       type: str
     servedModelName:
       description: OpenAI model name.
@@ -318,122 +329,55 @@ progress:
   elements: str
 """
 
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import K8sError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import (
     deployment_spec,
-    gpu_group,
-    operator_phase,
-    plan_deployment,
     service_name,
-    workload_phase,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import (
-    COMPUTE_CLUSTER,
-    DEPLOYMENT,
-    DYNAMO_GRAPH,
-    ENDPOINT,
-    HPA,
-    MODEL,
-    MODEL_DEPLOYMENT,
-    NIM_SERVICE,
-    PDB,
-    POD,
-    PROVIDER,
-    SERVICE,
-    STATEFUL_SET,
-    K8sError,
-)
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
-    TokenFactoryModule,
-    tf_object,
-)
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.render import (
-    ranks_service_name,
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import (
+    engine_of,
+    possible_children,
     render,
     upstream_url,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
+    COMPUTE_CLUSTER,
+    ENDPOINT,
+    MODEL,
+    MODEL_DEPLOYMENT,
+    PROVIDER,
+    tf_object,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_options
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.references import reference, require_crd
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
 
-LIMITS = {"requests_per_minute": {"type": "int"}, "tokens_per_minute": {"type": "int", "no_log": False}}
-QUANTITIES = {"cpu": {"type": "str"}, "memory": {"type": "str"}}
 ARG_SPEC = {
-    "model": {"type": "str"},
-    "endpoint": {"type": "str"},
-    "engine": {"type": "str", "default": "vllm", "choices": ["vllm", "nim", "dynamo"]},
-    "image": {"type": "str"},
-    "version": {"type": "str"},
-    "replicas": {"type": "int", "default": 1},
-    "gpus_per_replica": {"type": "int", "default": 1},
-    "gpu_type": {"type": "str"},
-    "resources": {
-        "type": "dict",
-        "options": {
-            "requests": {"type": "dict", "options": QUANTITIES},
-            "limits": {"type": "dict", "options": QUANTITIES},
-        },
-    },
-    "weights_volume_size": {"type": "str", "default": "50Gi"},
-    "context_length": {"type": "int"},
-    "gpu_memory_utilization": {"type": "float"},
-    "kv_cache_dtype": {"type": "str", "default": "auto", "choices": ["auto", "fp8"]},
-    "prefix_caching": {"type": "bool", "default": True},
-    "extra_args": {"type": "list", "elements": "str", "default": []},
-    "env": {"type": "dict", "default": {}},
-    "autoscaling": {
-        "type": "dict",
-        "options": {
-            "min_replicas": {"type": "int", "required": True},
-            "max_replicas": {"type": "int", "required": True},
-            "target_waiting_requests": {"type": "int"},
-        },
-    },
-    "disruption_budget": {"type": "dict", "options": {"min_available": {"type": "int", "required": True}}},
-    "tenants": {"type": "list", "elements": "str", "default": []},
-    "rate_limits": {
-        "type": "dict",
-        "options": {
-            scope: {"type": "dict", "options": LIMITS, "no_log": False}
-            for scope in ("per_key", "per_tenant", "per_deployment")
-        },
-    },
-    "pricing": {
-        "type": "dict",
-        "options": {
-            "currency": {"type": "str", "default": "USD"},
-            "input_per_1m": {"type": "str", "required": True},
-            "output_per_1m": {"type": "str", "required": True},
-        },
-    },
-    "upstream_url": {"type": "str"},
+    **kind_options("ModelDeployment"),
     "capacity_check": {"type": "bool", "default": True},
     "capacity_sequences": {"type": "int", "default": 1},
     "on_insufficient_gpus": {"type": "str", "default": "fail", "choices": ["fail", "queue"]},
 }
-ENGINE_CRDS = {
-    "nim": ("nimservices", "apps.nvidia.com", "engine nim needs the NVIDIA NIM Operator (NIMService CRD)"),
-    "dynamo": ("dynamographdeployments", "nvidia.com", "engine dynamo needs the NVIDIA Dynamo operator"),
-}
-CHILD_TYPES = (DEPLOYMENT, STATEFUL_SET, SERVICE, HPA, PDB, NIM_SERVICE, DYNAMO_GRAPH)
 
 
 class Deployer:
-    """One run of the module for state=present."""
+    """state=present: references, plan (once), dry runs of everything, writes, status; waits when asked."""
 
-    def __init__(self, tfm):
-        self.tfm = tfm
-        self.client = tfm.client
-        self.params = tfm.params
-        self.name = self.params["name"]
-        self.namespace = self.params["namespace"]
+    def __init__(self, tfm, name, namespace):
+        self.tfm, self.client, self.params = tfm, tfm.client, tfm.params
+        self.name, self.namespace = name, namespace
 
     def references(self, spec):
-        tfm = self.tfm
-        model = tfm.reference(MODEL, "model", spec["model"])
+        model = reference(self.client, MODEL, "model", spec["model"], self.namespace)
         provider = self.client.get(PROVIDER, model["spec"]["provider"], self.namespace)
         if provider is None:
             raise ValidationError(
                 "model", f"Model {spec['model']} refers to Provider {model['spec']['provider']!r}, which does not exist"
             )
-        endpoint = tfm.reference(ENDPOINT, "endpoint", spec["endpoint"])
+        endpoint = reference(self.client, ENDPOINT, "endpoint", spec["endpoint"], self.namespace)
         cluster_name = endpoint["spec"]["computeCluster"]
         cluster = self.client.get(COMPUTE_CLUSTER, cluster_name, self.namespace)
         if cluster is None or "status" not in cluster:
@@ -450,39 +394,28 @@ class Deployer:
             and not md["metadata"].get("deletionTimestamp")
         ]
 
-    def stale_children(self, current, desired):
-        """Children this deployment owned before but no longer renders (engine switched, HPA removed...)."""
+    def stale_children(self, current, plan):
+        """Children this deployment owned before but no longer has (engine switched, HPA removed...)."""
         if current is None:
             return []
-        wanted = {(c["kind"], c["metadata"]["name"]) for c in desired}
         stale = []
-        for rtype in CHILD_TYPES:
-            for child_name in (self.name, ranks_service_name(self.name)):
-                if (rtype.kind, child_name) in wanted:
-                    continue
-                try:
-                    child = self.client.get(rtype, child_name, self.namespace)
-                except K8sError:
-                    child = None
-                owners = (child or {}).get("metadata", {}).get("ownerReferences", [])
-                if any(o.get("uid") == current["metadata"]["uid"] for o in owners):
-                    stale.append((rtype, child_name))
+        for rtype, child_name in possible_children(self.name):
+            if f"{rtype.kind}/{child_name}" in plan["children"]:
+                continue
+            try:
+                child = self.client.get(rtype, child_name, self.namespace)
+            except K8sError:  # the engine's CRD is not installed: nothing of that kind exists
+                child = None
+            owners = (child or {}).get("metadata", {}).get("ownerReferences", [])
+            if any(o.get("uid") == current["metadata"]["uid"] for o in owners):
+                stale.append((rtype, child_name))
         return stale
 
-    def observe(self, md, spec, plan, endpoint, cluster, children):
-        if spec["engine"] == "vllm":
-            workload_type = STATEFUL_SET if plan["nodesPerReplica"] > 1 else DEPLOYMENT
-            workload = self.client.get(workload_type, self.name, self.namespace)
-            pods = self.client.list(POD, self.namespace, f"tokenfactory.io/model-deployment={self.name}")
-            phase, message, nodes = workload_phase(spec, workload, pods, plan)
-            ready = (workload or {}).get("status", {}).get("readyReplicas", 0)
-        else:
-            rtype = NIM_SERVICE if spec["engine"] == "nim" else DYNAMO_GRAPH
-            phase, message = operator_phase(self.client.get(rtype, self.name, self.namespace), spec["engine"].upper())
-            nodes, ready = [], 0
+    def observe(self, md, spec, plan, endpoint, cluster):
+        seen = engine_of(spec).observe(self.client, md, plan)
+        phase, message, nodes = seen["phase"], seen["message"], seen["nodes"]
         if plan["note"] and phase != "Ready":
             message = plan["note"] if phase != "Pending" else message
-        group = plan["gpuGroup"]
         fabrics = sorted(
             {n.get("fabric") for n in cluster["status"]["nodes"] if n["name"] in nodes and n.get("fabric")}
         )
@@ -491,7 +424,7 @@ class Deployer:
             "gpusPerReplica": spec["gpusPerReplica"],
             "gpusPerPod": plan["gpusPerPod"],
             "nodesPerReplica": plan["nodesPerReplica"],
-            "unifiedMemory": group["unifiedMemory"],
+            "unifiedMemory": plan["gpuGroup"]["unifiedMemory"],
             "nodes": nodes,
         }
         if fabrics:
@@ -500,25 +433,25 @@ class Deployer:
             "phase": phase,
             "message": message,
             "servedModelName": plan["servedName"],
-            "upstreamURL": upstream_url(md),
+            "upstreamURL": upstream_url(md, plan),
             "endpointBaseURL": endpoint.get("status", {}).get("baseURL", ""),
             "computeCluster": cluster["metadata"]["name"],
             "contextLength": plan["contextLength"],
             "gpuMemoryUtilization": plan["gpuMemoryUtilization"],
             "replicas": spec["autoscaling"]["minReplicas"] if "autoscaling" in spec else spec["replicas"],
-            "readyReplicas": ready,
+            "readyReplicas": seen["readyReplicas"],
             "placement": placement,
             "capacity": plan["capacity"],
-            "children": [f"{c['kind']}/{c['metadata']['name']}" for c in children],
+            "children": plan["children"],
             "observedGeneration": md["metadata"].get("generation", 1),
         }
 
     def present(self):
-        tfm, params = self.tfm, self.params
+        tfm, params, objects = self.tfm, self.params, self.tfm.objects
         spec = deployment_spec(params)
-        if spec["engine"] in ENGINE_CRDS:
-            plural, group, purpose = ENGINE_CRDS[spec["engine"]]
-            tfm.require_crd(plural, group, purpose)
+        required = engine_of(spec).REQUIRED_CRD
+        if required:
+            require_crd(self.client, required["plural"], required["group"], required["purpose"])
         model, provider, endpoint, cluster = self.references(spec)
         plan = plan_deployment(
             spec,
@@ -528,27 +461,26 @@ class Deployer:
             params["on_insufficient_gpus"],
             params["capacity_check"],
             params["capacity_sequences"],
+            name=self.name,
         )
-        plan["gpuGroup"] = gpu_group(spec, cluster)
-        plan["servedName"] = model["spec"]["servedName"]
         md = tf_object("ModelDeployment", self.name, self.namespace, spec)
         # Plan everything with server-side dry runs before the first write: nothing half-created.
-        current, planned = tfm.plan(md)
-        children = render(planned, model["spec"], provider, plan["gpuGroup"], plan)
-        child_plans = [tfm.plan(child) for child in children]
-        stale = self.stale_children(current, children)
-        applied = tfm.write(md, current, planned)
+        current, planned = objects.plan(md)
+        children = render(planned, model["spec"], provider, plan)
+        child_plans = [objects.plan(child) for child in children]
+        stale = self.stale_children(current, plan)
+        applied = objects.write(md, current, planned)
         if applied["metadata"]["uid"] != planned["metadata"]["uid"]:
-            children = render(applied, model["spec"], provider, plan["gpuGroup"], plan)
+            children = render(applied, model["spec"], provider, plan)
         for child, (child_current, child_planned) in zip(children, child_plans, strict=True):
-            tfm.write(child, child_current, child_planned)
+            objects.write(child, child_current, child_planned)
         for rtype, child_name in stale:
             # Background: the stale child disappears now, the garbage collector removes what it owned.
-            tfm.remove(rtype, child_name, self.namespace, propagation="Background")
-        status = self.observe(applied, spec, plan, endpoint, cluster, children)
+            objects.remove(rtype, child_name, self.namespace, propagation="Background")
+        status = self.observe(applied, spec, plan, endpoint, cluster)
         if params["wait"] and not tfm.check_mode and not plan["note"]:
-            status = self.wait_ready(applied, spec, plan, endpoint, cluster, children)
-        stored = tfm.write_status(applied, status)
+            status = self.wait_ready(applied, spec, plan, endpoint, cluster)
+        stored = objects.write_status(applied, status)
         return {
             "model_deployment": stored,
             "status": status,
@@ -560,35 +492,38 @@ class Deployer:
             "children": status["children"],
         }
 
-    def wait_ready(self, applied, spec, plan, endpoint, cluster, children):
+    def wait_ready(self, applied, spec, plan, endpoint, cluster):
         latest = {}
 
         def check():
-            latest["status"] = self.observe(applied, spec, plan, endpoint, cluster, children)
+            latest["status"] = self.observe(applied, spec, plan, endpoint, cluster)
             status = latest["status"]
+            if status["phase"] == "Failed":  # a stuck pod or a rollout past its deadline: no use waiting
+                raise K8sError(0, f"ModelDeployment {self.namespace}/{self.name} failed: {status['message']}")
             done = status if status["phase"] == "Ready" else None
             return done, f"{status['phase']}: {status['message']}"
 
         try:
             return self.tfm.wait_until(f"ModelDeployment {self.namespace}/{self.name} to be Ready", check)
         except K8sError:
-            self.tfm.write_status(applied, latest["status"])
+            self.tfm.objects.write_status(applied, latest["status"])
             raise
+
+
+def deleted_children(removed):
+    return {"deleted_children": (removed or {}).get("status", {}).get("children", [])}
 
 
 def main():
     tfm = TokenFactoryModule(ARG_SPEC, required_if=[("state", "present", ["model", "endpoint", "gpu_type"])])
-
-    def body():
-        service_name("name", tfm.params["name"])
-        tfm.require_crd("modeldeployments")
-        if tfm.params["state"] == "absent":
-            removed = tfm.remove(MODEL_DEPLOYMENT, tfm.params["name"], tfm.params["namespace"], wait=tfm.params["wait"])
-            children = (removed or {}).get("status", {}).get("children", [])
-            return {"model_deployment": {}, "deleted_children": children}
-        return Deployer(tfm).present()
-
-    tfm.run(body)
+    run_object(
+        tfm,
+        MODEL_DEPLOYMENT,
+        "model_deployment",
+        lambda name, namespace: Deployer(tfm, name, namespace).present(),
+        check_name=service_name,
+        absent_result=deleted_children,
+    )
 
 
 if __name__ == "__main__":

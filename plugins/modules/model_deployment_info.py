@@ -18,6 +18,7 @@ author:
 extends_documentation_fragment:
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.info
+  - tokenfactory.spark.read_only
 """
 
 EXAMPLES = r"""
@@ -40,8 +41,8 @@ model_deployments:
   elements: dict
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.info import run_info
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL_DEPLOYMENT
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_info
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import MODEL_DEPLOYMENT
 
 
 def main():

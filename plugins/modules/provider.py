@@ -77,24 +77,25 @@ credentials_secret:
   sample: huggingface-credentials
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL, PROVIDER, SECRET
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import (
-    TokenFactoryModule,
-    tf_object,
-)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import SECRET
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import MODEL, PROVIDER, tf_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
     dns_subdomain,
-    url,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.secrets import (
+    ensure_with_secret,
+    owned_secret,
 )
 
 
 def main():
     tfm = TokenFactoryModule(
         {
-            "type": {"type": "str", "choices": ["huggingface", "ngc", "s3"]},
-            "display_name": {"type": "str"},
-            "url": {"type": "str"},
+            **kind_options("Provider"),
             "token": {"type": "str", "no_log": True},
             "credentials_secret": {"type": "str", "no_log": False},
             "credentials_secret_key": {"type": "str", "default": "token", "no_log": False},
@@ -105,11 +106,7 @@ def main():
 
     def present(name, namespace):
         params = tfm.params
-        spec = {"type": params["type"]}
-        if params["display_name"]:
-            spec["displayName"] = params["display_name"]
-        if params["url"]:
-            spec["url"] = url("url", params["url"])
+        spec = kind_fields("Provider", params)
         key = params["credentials_secret_key"]
         secret_name = None
         if params["credentials_secret"]:
@@ -134,15 +131,15 @@ def main():
         def secret_for(owner):
             if not params["token"]:
                 return None
-            return tfm.owned_secret(owner, secret_name, "Opaque", {key: params["token"].strip()})
+            return owned_secret(owner, secret_name, "Opaque", {key: params["token"].strip()})
 
-        stored = tfm.ensure_with_secret(tf_object("Provider", name, namespace, spec), secret_for)
+        stored = ensure_with_secret(tfm.objects, tf_object("Provider", name, namespace, spec), secret_for)
         result = {"provider": stored}
         if secret_name:
             result["credentials_secret"] = secret_name
         return result
 
-    tfm.run_object(PROVIDER, "provider", (MODEL, "provider"), present)
+    run_object(tfm, PROVIDER, "provider", present, used_by=(MODEL, "provider"))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ options:
     type: str
   limits:
     description:
-      - Limits across all models for the whole tenant (all its keys, all gateway replicas); V(0) means none.
+      - The tenant's own limits, across all models (all its keys, all gateway replicas); each a count per minute
+        from V(0) (none) to V(1000000000).
       - Left unchanged when omitted.
     type: dict
     suboptions:

@@ -50,18 +50,7 @@ options:
     default: none
 extends_documentation_fragment:
   - tokenfactory.spark.gateway_auth
-attributes:
-  check_mode:
-    description: Read-only; runs normally in check mode.
-    support: full
-  diff_mode:
-    description: Read-only; nothing to diff.
-    support: N/A
-  action_group:
-    description: Use C(group/tokenfactory.spark.token_factory) in C(module_defaults) to set the connection.
-    support: full
-    membership:
-      - tokenfactory.spark.token_factory
+  - tokenfactory.spark.read_only
 """
 
 EXAMPLES = r"""

@@ -13,7 +13,7 @@ import time
 
 import openai
 
-from tests.engine.server import VllmServer
+from lab.engine.vllm import VllmServer
 from tests.engine.synthetic import SyntheticUpstream
 
 PROMPT = "the token factory serves a tiny model on the cpu for tests"

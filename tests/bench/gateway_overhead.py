@@ -43,7 +43,9 @@ import yaml
 
 from tests.engine.synthetic import TOKEN_WORDS, SyntheticUpstream
 from tests.gateway.gateway import Gateway, deployment_objects
-from tests.gateway.services import PostgresServer, ProcessDied, RedisServer, free_port, wait_for
+from lab.datastores import PostgresServer, RedisServer
+from lab.processes import free_port
+from lab.wait import ProcessDied, wait_until
 
 TF_CACHE = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "tokenfactory"
 LITELLM = ("litellm-1.108.7", ["litellm[proxy]==1.108.7", "prometheus-client==0.26.0"])
@@ -292,12 +294,12 @@ def main() -> int:
             master = "sk-" + secrets.token_hex(16)
             url, proc = start_litellm(upstream.base_url, workdir, master)
             cleanup.append(proc.stop)
-            wait_for(lambda: proc.alive() and _get(url + "/health/liveliness"), 300, f"LiteLLM (log {proc.log})")
+            wait_until(lambda: proc.alive() and _get(url + "/health/liveliness"), 300, f"LiteLLM (log {proc.log})")
             targets["litellm"] = (url, {"Authorization": f"Bearer {master}"}, proc.proc.pid)
         if "envoy" not in skip:
             url, proc = start_envoy(upstream.port, workdir)
             cleanup.append(proc.stop)
-            wait_for(lambda: proc.alive() and _get(url + "/health"), 30, f"Envoy (log {proc.log})")
+            wait_until(lambda: proc.alive() and _get(url + "/health"), 30, f"Envoy (log {proc.log})")
             targets["envoy"] = (url, {}, proc.proc.pid)
         if cores:
             for _url, _headers, pid in targets.values():

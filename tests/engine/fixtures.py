@@ -2,8 +2,8 @@
 
 import pytest
 
-from tests.engine import install
-from tests.engine.server import VllmServer
+from lab.engine import install
+from lab.engine.vllm import VllmServer
 from tests.engine.synthetic import SyntheticUpstream
 
 

@@ -6,20 +6,20 @@ import subprocess
 
 import pytest
 
-from tests.engine import install, make_tiny_model
+from lab.engine import install, tiny_model
 
 
 def test_model_dir_is_keyed_by_generator_source(tmp_path):
-    target = make_tiny_model.model_dir(tmp_path)
+    target = tiny_model.model_dir(tmp_path)
     assert target.parent == tmp_path
-    assert target.name == f"tiny-qwen2-{make_tiny_model.generator_hash()}"
-    assert len(make_tiny_model.generator_hash()) == 12
+    assert target.name == f"tiny-qwen2-{tiny_model.generator_hash()}"
+    assert len(tiny_model.generator_hash()) == 12
 
 
 @pytest.mark.engine
 def test_generation_is_deterministic_and_loadable(tmp_path, tiny_model_dir):
     again = tmp_path / "again"
-    script = make_tiny_model.__file__
+    script = tiny_model.__file__
     subprocess.run([install.vllm_python(), script, "--out", again], check=True, capture_output=True)
     files = sorted(p.name for p in tiny_model_dir.iterdir())
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= set(files)

@@ -8,7 +8,8 @@ import urllib.request
 import openai
 import pytest
 
-from tests.engine.server import VllmServer, group_members
+from lab.engine.vllm import VllmServer
+from lab.processes import group_members
 
 pytestmark = pytest.mark.engine
 

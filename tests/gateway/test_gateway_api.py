@@ -1,7 +1,7 @@
 """Gateway behaviour through the official openai SDK: routing, streaming, keys, isolation, errors.
 
 Upstream: the deterministic synthetic engine (tests/engine/synthetic.py); PostgreSQL and Redis are
-real processes (tests/gateway/services.py).
+real processes (lab/datastores.py).
 """
 
 import http.server
@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.engine.synthetic import SyntheticUpstream, completion_text
 from tests.gateway.gateway import deployment_objects
 from tests.gateway.gateway import Gateway
-from tests.gateway.services import RedisServer, wait_for
+from lab.datastores import RedisServer
+from lab.wait import wait_until
 
 pytestmark = pytest.mark.gateway
 MODEL, OTHER = "tiny-qwen2", "secret-model"
@@ -44,7 +45,7 @@ def client(gw, key, replica=0, **kw):
 
 
 def wait_ledger(gw, count):
-    wait_for(lambda: int(gw.sql("SELECT count(*) FROM usage_records")) >= count, 10, f"{count} ledger rows")
+    wait_until(lambda: int(gw.sql("SELECT count(*) FROM usage_records")) >= count, 10, f"{count} ledger rows")
 
 
 def raw_post(url, body: bytes, key, content_type="application/json"):
@@ -87,7 +88,8 @@ def test_stream_usage_is_forced_upstream_and_stripped_unless_asked(gw, upstream)
     assert all(ch.choices for ch in chunks), "the usage-only chunk must not reach a client that did not ask"
     assert "".join(ch.choices[0].delta.content or "" for ch in chunks) == completion_text(5)
     sent = json.loads(upstream.received[-1][3])
-    assert sent["stream_options"] == {"include_usage": True}
+    # usage always comes back, on every chunk from a vLLM engine: a stream cut short is still metered
+    assert sent["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
     asked = list(
         c.chat.completions.create(
             model=MODEL, messages=MESSAGES, max_tokens=5, stream=True, stream_options={"include_usage": True}
@@ -272,7 +274,7 @@ def test_metrics_and_access_logs_carry_no_secrets(gw):
     c = client(gw, key)
     c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2)
     list(c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3, stream=True))
-    with urllib.request.urlopen(gw.url + "/metrics") as resp:
+    with urllib.request.urlopen(gw.admin_url + "/metrics") as resp:
         metrics = resp.read().decode()
 
     assert metric_value(metrics, "tf_gateway_requests_total", status="200") == 2
@@ -294,7 +296,7 @@ def test_routing_changes_apply_without_restart(gw, upstream):
     eur = {"currency": "EUR", "inputPer1M": "1", "outputPer1M": "2"}
     objects = deployment_objects("tiny", MODEL, upstream.base_url, tenants=["acme"], pricing=eur)
     gw.set_routing(objects + deployment_objects("new", "new-model", upstream.base_url, tenants=["acme"]))
-    wait_for(lambda: "new-model" in [m.id for m in c.models.list()], 10, "routing refresh")
+    wait_until(lambda: "new-model" in [m.id for m in c.models.list()], 10, "routing refresh")
     c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4)
     wait_ledger(gw, 1)
     assert gw.sql("SELECT currency, cost FROM usage_records") == "EUR|0.000014"
@@ -316,9 +318,9 @@ def test_redis_outage_fails_closed_and_recovers(postgres_server, upstream):
                 return err.status_code == 503 and err.body["code"] == "redis_unavailable"
             return False
 
-        wait_for(refused, 10, "503 while Redis is down")
+        wait_until(refused, 10, "503 while Redis is down")
         redis.start()
-        wait_for(
+        wait_until(
             lambda: c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1).choices, 15, "recovery"
         )
     finally:

@@ -7,7 +7,7 @@ import openai
 import pytest
 
 from tests.engine.synthetic import SyntheticUpstream
-from tests.gateway.services import wait_for
+from lab.wait import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.gateway]
 SERVED = "Qwen/Qwen2-0.5B-Instruct"  # the lab Model's source, its default served name
@@ -16,7 +16,7 @@ SERVED = "Qwen/Qwen2-0.5B-Instruct"  # the lab Model's source, its default serve
 def test_gateway_follows_model_deployments_without_restart(tf_lab, tf_namespace, gateway_factory):
     with SyntheticUpstream(model=SERVED) as upstream:
         deployment = {"name": "qwen-chat", "namespace": tf_namespace, "model": "qwen", "endpoint": "public",
-                      "tenants": ["acme"], "upstream_url": upstream.base_url, "wait": False, "gpu_type": "NVIDIA-GB10",
+                      "tenants": ["acme"], "upstream_url": upstream.base_url, "gpu_type": "NVIDIA-GB10",
                       "pricing": {"currency": "EUR", "input_per_1m": "1", "output_per_1m": "2"},
                       "rate_limits": {"per_key": {"requests_per_minute": 1000}}}  # fmt: skip
         tf_lab.ok("model_deployment", **deployment)
@@ -30,10 +30,10 @@ def test_gateway_follows_model_deployments_without_restart(tf_lab, tf_namespace,
         status, table = gw.admin("GET", "/models")
         assert status == 200 and table["data"][0]["rate_limits"]["per_key"]["requests_per_minute"] == 1000
         tf_lab.ok("model_deployment", **{**deployment, "tenants": ["globex"]})
-        wait_for(lambda: client.models.list().data == [], 30, "unsharing picked up from the API")
+        wait_until(lambda: client.models.list().data == [], 30, "unsharing picked up from the API")
         with pytest.raises(openai.NotFoundError):
             client.chat.completions.create(model=SERVED, messages=[{"role": "user", "content": "hi"}])
-        wait_for(lambda: gw.sql("SELECT count(*) FROM usage_records") == "1", 10, "ledger row")
+        wait_until(lambda: gw.sql("SELECT count(*) FROM usage_records") == "1", 10, "ledger row")
         row = gw.sql("SELECT deployment, currency, cost * 1000000 = prompt_tokens * 1 + completion_tokens * 2"
                      " FROM usage_records")  # fmt: skip
         assert row == f"{tf_namespace}/qwen-chat|EUR|t"

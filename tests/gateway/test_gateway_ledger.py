@@ -2,13 +2,15 @@
 
 import asyncio
 import signal
+import urllib.request
 
 import openai
 import pytest
 
 from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.gateway import Gateway, deployment_objects
-from tests.gateway.services import PostgresServer, wait_for
+from lab.datastores import PostgresServer
+from lab.wait import wait_until
 
 pytestmark = [pytest.mark.gateway, pytest.mark.slow]
 MODEL = "tiny-qwen2"
@@ -61,6 +63,14 @@ def ledger_totals(gw):
     )
 
 
+def spooled(gw) -> float:
+    """Rows whose insert failed and that wait in the journal on disk (tf_gateway_metering_spooled_records)."""
+    with urllib.request.urlopen(gw.admin_url + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("tf_gateway_metering_spooled_records_total"))  # fmt: skip
+
+
 def upstream_totals(upstream):
     return f"{int(upstream.metrics.prompt_tokens)}|{int(upstream.metrics.generation_tokens)}"
 
@@ -69,7 +79,7 @@ def test_soak_ledger_equals_upstream_usage_including_aborted_streams(gateway_fac
     gw = gateway_factory(deployment_objects("tiny", MODEL, upstream.base_url), replicas=2)
     key = gw.create_key("acme")
     asyncio.run(mixed_load([r.url for r in gw.replicas], key, 400))
-    wait_for(lambda: ledger_totals(gw).startswith("400|"), 30, "400 ledger rows")
+    wait_until(lambda: ledger_totals(gw).startswith("400|"), 30, "400 ledger rows")
     assert ledger_totals(gw) == "400|" + upstream_totals(upstream)
     # A walk-away is only noticed if a write fails: short streams may already sit in socket buffers.
     disconnected = int(gw.sql("SELECT count(*) FROM usage_records WHERE client_disconnected"))
@@ -99,7 +109,7 @@ def test_restart_during_load_loses_no_usage(gateway_factory, upstream):
     )
     replica.start()
     asyncio.run(mixed_load([replica.url], key, 20))
-    wait_for(lambda: ledger_totals(gw).split("|", 1)[1] == upstream_totals(upstream), 30, "ledger after restart")
+    wait_until(lambda: ledger_totals(gw).split("|", 1)[1] == upstream_totals(upstream), 30, "ledger after restart")
 
 
 def test_database_outage_spools_usage_to_disk_and_replays_it(redis_server, upstream):
@@ -109,12 +119,12 @@ def test_database_outage_spools_usage_to_disk_and_replays_it(redis_server, upstr
         gw.add_replica()
         key = gw.create_key("acme")
         asyncio.run(mixed_load([gw.url], key, 10))  # warms the key cache while the database is up
-        wait_for(lambda: ledger_totals(gw).startswith("10|"), 30, "10 rows")
+        wait_until(lambda: ledger_totals(gw).startswith("10|"), 30, "10 rows")
         postgres.halt()
         asyncio.run(mixed_load([gw.url], key, 25))
-        wait_for((gw.dir / "spool" / "usage.jsonl").exists, 15, "spool file")
+        wait_until(lambda: spooled(gw) >= 25, 15, "25 rows left in the journal")
         postgres.start()
-        wait_for(lambda: ledger_totals(gw).startswith("35|"), 30, "replayed rows")
+        wait_until(lambda: ledger_totals(gw).startswith("35|"), 30, "replayed rows")
         assert ledger_totals(gw) == "35|" + upstream_totals(upstream)
     finally:
         gw.stop()

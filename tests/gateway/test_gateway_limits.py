@@ -8,7 +8,7 @@ import pytest
 
 from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.gateway import deployment_objects
-from tests.gateway.services import wait_for
+from lab.wait import wait_until
 
 pytestmark = pytest.mark.gateway
 MODEL = "tiny-qwen2"
@@ -53,7 +53,7 @@ def test_requests_per_minute_per_key_hold_exactly_over_two_replicas(gateway_fact
     assert err.status_code == 429 and err.body["code"] == "rate_limit_exceeded"
     assert 1 <= int(err.response.headers["Retry-After"]) <= 6
     assert asyncio.run(burst(gw, [other], 1))[0] == 1, "another key has its own bucket"
-    wait_for(lambda: gw.sql("SELECT count(*) FROM usage_records") == str(ok + 1), 10, "ledger")
+    wait_until(lambda: gw.sql("SELECT count(*) FROM usage_records") == str(ok + 1), 10, "ledger")
     assert gw.sql("SELECT count(*) FROM usage_records WHERE status <> 200") == "0", "a 429 is not metered"
 
 

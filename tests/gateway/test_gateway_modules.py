@@ -12,7 +12,7 @@ import yaml
 
 from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.gateway import ROOT, deployment_objects
-from tests.gateway.services import wait_for
+from lab.wait import wait_until
 
 pytestmark = pytest.mark.gateway
 MODEL = "tiny-qwen2"
@@ -21,7 +21,7 @@ MODEL = "tiny-qwen2"
 def run_tasks(gw, tmp_path, tasks, check=False):
     """Run tasks on localhost; returns {task name: result}."""
     play = [{"hosts": "localhost", "gather_facts": False,
-             "module_defaults": {"group/tokenfactory.spark.token_factory": {"gateway_url": gw.url}},
+             "module_defaults": {"group/tokenfactory.spark.gateway_admin": {"gateway_url": gw.admin_url}},
              "tasks": [{**t, "register": f"r{i}"} for i, t in enumerate(tasks)]
              + [{"ansible.builtin.copy": {"dest": str(tmp_path / "results.json"),
                  "content": "{{ {" + ", ".join(f"'{t['name']}': r{i}" for i, t in enumerate(tasks)) + "} | to_json }}"},
@@ -58,7 +58,7 @@ def test_modules_are_idempotent_check_mode_safe_and_show_the_key_once(gateway_fa
         reply = openai.OpenAI(base_url=gw.url + "/v1", api_key=value, max_retries=0).chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3
         )
-        wait_for(lambda: gw.sql("SELECT count(*) FROM usage_records") == "1", 10, "ledger row")
+        wait_until(lambda: gw.sql("SELECT count(*) FROM usage_records") == "1", 10, "ledger row")
         usage = {"tokenfactory.spark.usage_info": {"tenant": "acme", "group_by": ["tenant", "key", "model"]}}
         revoke = {"tokenfactory.spark.api_key": {"tenant": "acme", "name": "ci", "state": "absent"}}
         tasks = [{"name": "usage", **usage}, {"name": "revoke", **revoke}, {"name": "revoke_again", **revoke}]

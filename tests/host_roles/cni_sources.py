@@ -18,7 +18,7 @@ import subprocess
 
 import yaml
 
-from tests.lab import bins
+from lab.k8s import bins
 
 CALICO_VERSION = "v3.31.0"
 OPERATOR_MODULE = "github.com/tigera/operator@v1.40.0"  # the operator Calico v3.31.0 ships

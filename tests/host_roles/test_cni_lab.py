@@ -17,8 +17,8 @@ from kubernetes import client, dynamic
 
 from tests.host_roles import cni_sources
 from tests.host_roles.playbook import changed_count, run_role
-from tests.lab import bins
-from tests.lab.cluster import POD_CIDR, SERVICE_CIDR, LabCluster
+from lab.k8s import bins
+from lab.k8s.cluster import POD_CIDR, SERVICE_CIDR, LabCluster
 
 pytestmark = pytest.mark.lab
 

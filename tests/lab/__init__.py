@@ -1,5 +1,1 @@
-"""Real Kubernetes control plane (Go-built binaries) with kwok-simulated DGX Spark nodes, for tests."""
-
-from tests.lab.cluster import LabCluster, LabError
-
-__all__ = ["LabCluster", "LabError"]
+"""Tests of the lab control plane launcher (lab.k8s) and its smoke suite (marker `lab`)."""

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from tests.lab.cluster import LabCluster
+from lab.k8s.cluster import LabCluster
 
 
 def _unique_name(profile: str) -> str:

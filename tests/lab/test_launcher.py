@@ -11,16 +11,18 @@ import uuid
 
 import pytest
 
-from tests.lab import bins, processes
-from tests.lab.cluster import LabCluster, LabError, lab_root
-from tests.lab.wait import wait_until
+from lab import processes
+from lab.k8s import bins
+from lab.k8s.cluster import LabCluster, LabError
+from lab.paths import REPO_ROOT, lab_root
+from lab.wait import wait_until
 
 pytestmark = pytest.mark.lab
 
 
 def run_cli(*args, check=True):
-    argv = [sys.executable, "-m", "tests.lab", *args]
-    result = subprocess.run(argv, cwd=bins.REPO_ROOT, capture_output=True, text=True, check=False)
+    argv = [sys.executable, "-m", "lab", *args]
+    result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     assert not check or result.returncode == 0, f"{args} failed ({result.returncode}):\n{result.stderr}"
     return result
 
@@ -70,14 +72,14 @@ def test_components_die_with_the_test_process(tmp_path):
     script = textwrap.dedent(
         f"""
         import json, sys, time
-        from tests.lab.cluster import LabCluster
+        from lab.k8s.cluster import LabCluster
         cluster = LabCluster("spark-single", {name!r}).start()
         print(json.dumps(cluster.status()["components"]), flush=True)
         time.sleep(600)
         """
     )
     owner = subprocess.Popen(
-        [sys.executable, "-c", script], cwd=bins.REPO_ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True
+        [sys.executable, "-c", script], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
         components = json.loads(owner.stdout.readline())
@@ -91,7 +93,7 @@ def test_components_die_with_the_test_process(tmp_path):
         timeout=15,
         what="control-plane processes to die with their owner",
     )
-    subprocess.run([sys.executable, "-m", "tests.lab", "down", "--name", name], cwd=bins.REPO_ROOT, check=True)
+    subprocess.run([sys.executable, "-m", "lab", "down", "--name", name], cwd=REPO_ROOT, check=True)
 
 
 def test_retries_when_a_port_is_taken(monkeypatch):

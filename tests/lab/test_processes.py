@@ -5,8 +5,8 @@ import shutil
 import signal
 import subprocess
 
-from tests.lab import processes
-from tests.lab.wait import wait_until
+from lab import processes
+from lab.wait import wait_until
 
 SLEEP = shutil.which("sleep")
 

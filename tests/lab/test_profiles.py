@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.lab import nodes
+from lab.k8s import nodes
 
 GB10_LABELS = {
     "kubernetes.io/arch": "arm64",

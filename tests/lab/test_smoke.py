@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client, dynamic
 from kubernetes.client.exceptions import ApiException
 
-from tests.lab import bins
-from tests.lab.wait import wait_until
+from lab.k8s import bins
+from lab.wait import wait_until
 
 pytestmark = pytest.mark.lab
 

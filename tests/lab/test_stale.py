@@ -3,7 +3,7 @@
 import json
 import os
 
-from tests.lab import cluster
+from lab.k8s import cluster
 
 
 def fake_cluster_dir(root, name, pid):

@@ -57,7 +57,7 @@ def tf_lab(lab_cluster):
 @pytest.fixture
 def tf_namespace(tf_lab):
     """A fresh namespace with the base objects; its ModelDeployments are deleted afterwards (frees the GPU)."""
-    from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import MODEL_DEPLOYMENT
+    from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import MODEL_DEPLOYMENT
 
     namespace = tf_lab.base_objects(tf_lab.namespace())
     yield namespace

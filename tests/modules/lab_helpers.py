@@ -8,13 +8,15 @@ import uuid
 
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import MANAGED_BY
 
 SNAPSHOT_TYPES = (
-    k8s.COMPUTE_CLUSTER,
-    k8s.ENDPOINT,
-    k8s.PROVIDER,
-    k8s.MODEL,
-    k8s.MODEL_DEPLOYMENT,
+    kinds.COMPUTE_CLUSTER,
+    kinds.ENDPOINT,
+    kinds.PROVIDER,
+    kinds.MODEL,
+    kinds.MODEL_DEPLOYMENT,
     k8s.DEPLOYMENT,
     k8s.STATEFUL_SET,
     k8s.SERVICE,
@@ -36,7 +38,7 @@ def run_module(module_name, kubeconfig, check_mode=False, diff=False, **args):
 
 
 def client(kubeconfig):
-    return k8s.KubeClient({"kubeconfig": str(kubeconfig)})
+    return k8s.KubeClient({"kubeconfig": str(kubeconfig)}, field_manager=MANAGED_BY)
 
 
 # Controllers (deployment controller, kwok) keep writing these kinds' status and revision annotation after a

@@ -39,9 +39,9 @@ def standin_crd(group, kind, plural):
 
 
 def install_standins(kube):
-    from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.crds import established
+    from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import crd_established, poll
 
     for group, kind, plural in sorted(STANDINS):
         kube.apply(standin_crd(group, kind, plural))
     for group, _kind, plural in STANDINS:
-        kube.wait_for(f"{plural}.{group}", established(kube, f"{plural}.{group}"), 30)
+        poll(f"{plural}.{group}", crd_established(kube, f"{plural}.{group}"), 30)

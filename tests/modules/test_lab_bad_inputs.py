@@ -3,6 +3,7 @@ allowed) and leaves the namespace exactly as it was (nothing half-created)."""
 
 import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
 
 from tests.modules.lab_helpers import self_signed, snapshot
 
@@ -82,8 +83,9 @@ CASES = [
     ),
     (
         "model_deployment",
-        {**MD, "rate_limits": {"per_key": {"requests_per_minute": 0}}},
-        "rate_limits.per_key.requests_per_minute: 0 is out of range; allowed 1..10000000000",
+        {**MD, "rate_limits": {"per_key": {"requests_per_minute": 1_000_000_001}}},
+        "rate_limits.per_key.requests_per_minute: 1000000001 is out of range; allowed 0..1000000000 per minute "
+        "(0 = unlimited)",
     ),
     ("model_deployment", {**MD, "tenants": ["Acme Corp"]}, "tenants[0]: 'Acme Corp' is not a DNS-1123 name"),
     (
@@ -235,7 +237,7 @@ def test_bad_input_fails_clearly_and_changes_nothing(tf_lab, bad_input_namespace
         ({"engine": "tgi"}, 'spec.engine: Unsupported value: "tgi"'),
         ({"autoscaling": {"minReplicas": 3, "maxReplicas": 2}}, "minReplicas must be <= maxReplicas"),
         ({"pricing": {"currency": "USD", "inputPer1M": "free", "outputPer1M": "1"}}, "spec.pricing.inputPer1M"),
-        ({"rateLimits": {"perKey": {"requestsPerMinute": 0}}}, "spec.rateLimits.perKey.requestsPerMinute"),
+        ({"rateLimits": {"perKey": {"requestsPerMinute": 1_000_000_001}}}, "spec.rateLimits.perKey.requestsPerMinute"),
         ({"colour": "blue"}, ".spec.colour: field not declared in schema"),
     ],
 )
@@ -260,4 +262,4 @@ def test_crd_schema_rejects_bad_objects_written_directly(tf_lab, bad_input_names
         tf_lab.kube.apply(body)
     assert err.value.status in (422, 500)  # SSA reports undeclared fields while building the typed patch
     assert server_message in str(err.value)
-    assert tf_lab.kube.get(k8s.MODEL_DEPLOYMENT, "direct", bad_input_namespace) is None
+    assert tf_lab.kube.get(kinds.MODEL_DEPLOYMENT, "direct", bad_input_namespace) is None

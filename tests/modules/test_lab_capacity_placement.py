@@ -5,8 +5,12 @@ import uuid
 
 import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.dynamo import DYNAMO_GRAPH
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.nim import NIM_SERVICE
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import poll
 
-from tests.lab.cluster import LabCluster
+from lab.k8s.cluster import LabCluster
 from tests.modules.fixtures import start_tf_lab
 from tests.modules.lab_helpers import snapshot
 from tests.modules.standin_crds import install_standins
@@ -42,7 +46,7 @@ def test_second_one_gpu_deployment_on_a_one_gpu_spark(tf_lab, tf_namespace):
         reasons = [c.get("reason") for p in pods for c in p.get("status", {}).get("conditions", [])]
         return "Unschedulable" in reasons, reasons
 
-    tf_lab.kube.wait_for("the queued pod to be Unschedulable", unschedulable, 30)
+    poll("the queued pod to be Unschedulable", unschedulable, 30)
     again = tf_lab.ok("model_deployment", name="second", namespace=ns, on_insufficient_gpus="queue", **ONE_GPU)
     assert again["status"]["phase"] == "Pending"
     assert "Insufficient nvidia.com/gpu" in again["status"]["message"]
@@ -120,7 +124,7 @@ def test_nim_and_dynamo_against_stand_in_crds_and_engine_switch_prunes(pair_lab)
     created = pair_lab.ok("model_deployment", name="qwen", namespace=ns, wait=False, **nim_args)
     assert created["children"] == ["NIMService/qwen"]
     assert created["status"]["phase"] == "Progressing"
-    nim = pair_lab.kube.get(k8s.NIM_SERVICE, "qwen", ns)
+    nim = pair_lab.kube.get(NIM_SERVICE, "qwen", ns)
     assert nim["metadata"]["ownerReferences"][0]["kind"] == "ModelDeployment"
     assert nim["spec"]["image"]["repository"] == "nvcr.io/nim/qwen/qwen2-0.5b-instruct"
     pair_lab.kube.apply(
@@ -137,11 +141,11 @@ def test_nim_and_dynamo_against_stand_in_crds_and_engine_switch_prunes(pair_lab)
     dynamo = pair_lab.ok("model_deployment", name="qwen", namespace=ns, wait=False, **{**ONE_GPU, "engine": "dynamo"})
     assert dynamo["children"] == ["DynamoGraphDeployment/qwen"]
     assert dynamo["upstream_url"] == f"http://qwen-frontend.{ns}.svc:8000"
-    assert pair_lab.kube.get(k8s.NIM_SERVICE, "qwen", ns) is None, "the NIMService was not pruned"
+    assert pair_lab.kube.get(NIM_SERVICE, "qwen", ns) is None, "the NIMService was not pruned"
 
     vllm = pair_lab.ok("model_deployment", name="qwen", namespace=ns, **ONE_GPU)
     assert vllm["children"] == ["Deployment/qwen", "Service/qwen"]
-    assert pair_lab.kube.get(k8s.DYNAMO_GRAPH, "qwen", ns) is None
+    assert pair_lab.kube.get(DYNAMO_GRAPH, "qwen", ns) is None
     pair_lab.ok("model_deployment", name="qwen", namespace=ns, state="absent")
 
 
@@ -149,7 +153,7 @@ def test_crds_absent_removes_every_token_factory_object(pair_lab):
     ns = pair_lab.base_objects(pair_lab.namespace())
     planned = pair_lab.ok("crds", state="absent", check_mode=True)
     assert planned["changed"] is True
-    assert pair_lab.kube.get(k8s.MODEL, "qwen", ns) is not None
+    assert pair_lab.kube.get(kinds.MODEL, "qwen", ns) is not None
     assert pair_lab.ok("crds", state="absent")["changed"] is True
     assert pair_lab.kube.get(k8s.CRD, "modeldeployments.tokenfactory.io") is None
     assert pair_lab.ok("crds", state="absent")["changed"] is False

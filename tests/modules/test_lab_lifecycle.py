@@ -5,6 +5,8 @@ import json
 
 import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import gone, poll
 
 from tests.modules.lab_helpers import self_signed, snapshot
 
@@ -65,29 +67,29 @@ def test_crds_are_idempotent_and_check_mode_is_clean(tf_lab):
 def test_compute_cluster_records_the_gb10_inventory(tf_lab):
     namespace = tf_lab.namespace()
     created = lifecycle(
-        tf_lab, "compute_cluster", k8s.COMPUTE_CLUSTER, namespace, "spark", {}, {"description": "lab spark"}
+        tf_lab, "compute_cluster", kinds.COMPUTE_CLUSTER, namespace, "spark", {}, {"description": "lab spark"}
     )
     (gpus,) = created["inventory"]["gpus"]
     assert gpus["product"] == "NVIDIA-GB10"
     assert gpus["unifiedMemory"] is True
     assert gpus["computeCapability"] == "12.1"
     assert gpus["memoryBytesPerGPU"] == 119 * 2**30
-    stored = tf_lab.kube.get(k8s.COMPUTE_CLUSTER, "spark", namespace)
+    stored = tf_lab.kube.get(kinds.COMPUTE_CLUSTER, "spark", namespace)
     assert stored["status"]["gpus"] == created["inventory"]["gpus"]
-    delete(tf_lab, "compute_cluster", k8s.COMPUTE_CLUSTER, namespace, "spark")
+    delete(tf_lab, "compute_cluster", kinds.COMPUTE_CLUSTER, namespace, "spark")
 
 
 def test_provider_token_is_stored_in_an_owned_secret_and_never_returned(tf_lab):
     namespace = tf_lab.namespace()
     args = {"type": "huggingface", "token": "hf_do_not_leak_42"}
-    created = lifecycle(tf_lab, "provider", k8s.PROVIDER, namespace, "hf", args, {"display_name": "Hugging Face"})
+    created = lifecycle(tf_lab, "provider", kinds.PROVIDER, namespace, "hf", args, {"display_name": "Hugging Face"})
     assert "hf_do_not_leak_42" not in json.dumps(created)
     changed = tf_lab.ok("provider", diff=True, name="hf", namespace=namespace, type="huggingface", token="hf_new_99")
     assert "hf_new_99" not in json.dumps(changed)
     secret = tf_lab.kube.get(k8s.SECRET, "hf-credentials", namespace)
     assert secret["metadata"]["ownerReferences"][0]["kind"] == "Provider"
-    delete(tf_lab, "provider", k8s.PROVIDER, namespace, "hf")
-    tf_lab.kube.wait_gone(k8s.SECRET, "hf-credentials", namespace, 30)
+    delete(tf_lab, "provider", kinds.PROVIDER, namespace, "hf")
+    poll("hf-credentials", gone(tf_lab.kube, k8s.SECRET, "hf-credentials", namespace), 30)
 
 
 def test_model_and_endpoint(tf_lab):
@@ -97,7 +99,7 @@ def test_model_and_endpoint(tf_lab):
     model = lifecycle(
         tf_lab,
         "model",
-        k8s.MODEL,
+        kinds.MODEL,
         namespace,
         "qwen",
         {"provider": "hf", "source": "Qwen/Qwen2-0.5B-Instruct"},
@@ -108,15 +110,15 @@ def test_model_and_endpoint(tf_lab):
 
     cert, key = self_signed("llm.example.com")
     endpoint_args = {"hostname": "llm.example.com", "compute_cluster": "spark", "tls_cert": cert, "tls_key": key}
-    created = lifecycle(tf_lab, "endpoint", k8s.ENDPOINT, namespace, "public", endpoint_args, {"port": 8443})
+    created = lifecycle(tf_lab, "endpoint", kinds.ENDPOINT, namespace, "public", endpoint_args, {"port": 8443})
     assert created["base_url"] == "https://llm.example.com/v1"
     assert key.splitlines()[1] not in json.dumps(created)
-    stored = tf_lab.kube.get(k8s.ENDPOINT, "public", namespace)
+    stored = tf_lab.kube.get(kinds.ENDPOINT, "public", namespace)
     assert stored["status"]["baseURL"] == "https://llm.example.com:8443/v1"
     assert tf_lab.kube.get(k8s.SECRET, "public-tls", namespace)["type"] == "kubernetes.io/tls"
-    delete(tf_lab, "endpoint", k8s.ENDPOINT, namespace, "public")
-    tf_lab.kube.wait_gone(k8s.SECRET, "public-tls", namespace, 30)
-    delete(tf_lab, "model", k8s.MODEL, namespace, "qwen")
+    delete(tf_lab, "endpoint", kinds.ENDPOINT, namespace, "public")
+    poll("public-tls", gone(tf_lab.kube, k8s.SECRET, "public-tls", namespace), 30)
+    delete(tf_lab, "model", kinds.MODEL, namespace, "qwen")
 
 
 def test_model_deployment_lifecycle_status_and_cascade(tf_lab, tf_namespace):
@@ -124,7 +126,7 @@ def test_model_deployment_lifecycle_status_and_cascade(tf_lab, tf_namespace):
     created = lifecycle(
         tf_lab,
         "model_deployment",
-        k8s.MODEL_DEPLOYMENT,
+        kinds.MODEL_DEPLOYMENT,
         namespace,
         "qwen",
         DEPLOYMENT_ARGS,
@@ -137,7 +139,7 @@ def test_model_deployment_lifecycle_status_and_cascade(tf_lab, tf_namespace):
     assert created["served_model_name"] == "Qwen/Qwen2-0.5B-Instruct"
     assert any("Ready" in message for message in created["progress"])
 
-    stored = tf_lab.kube.get(k8s.MODEL_DEPLOYMENT, "qwen", namespace)
+    stored = tf_lab.kube.get(kinds.MODEL_DEPLOYMENT, "qwen", namespace)
     # The fields the gateway reads (INTERFACES.md), as stored in the cluster.
     assert stored["spec"]["tenants"] == ["acme"]
     assert stored["spec"]["rateLimits"] == {"perKey": {"requestsPerMinute": 120}}

@@ -5,7 +5,7 @@ import re
 import uuid
 
 import pytest
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
 
 from tests.modules.lab_helpers import snapshot
 from tests.playbooks.ansible_run import ROOT, run_playbook
@@ -30,11 +30,11 @@ def test_serve_playbook_creates_the_walkthrough_objects(tf_lab):
     first = run_playbook(ROOT / "playbooks/serve.yml", *extra)
     assert recap(first.stdout)["changed"] >= 6
     assert "qwen2-0.5b-instruct is Ready on spark-01; OPENAI_BASE_URL=http://llm.example.com/v1" in first.stdout
-    deployment = tf_lab.kube.get(k8s.MODEL_DEPLOYMENT, "qwen2-0-5b-instruct", namespace)
+    deployment = tf_lab.kube.get(kinds.MODEL_DEPLOYMENT, "qwen2-0-5b-instruct", namespace)
     assert deployment["status"]["phase"] == "Ready"
     assert deployment["status"]["servedModelName"] == "qwen2-0.5b-instruct"
     assert deployment["spec"]["pricing"] == {"currency": "USD", "inputPer1M": "0.15", "outputPer1M": "0.60"}
-    model = tf_lab.kube.get(k8s.MODEL, "qwen2-0-5b-instruct", namespace)
+    model = tf_lab.kube.get(kinds.MODEL, "qwen2-0-5b-instruct", namespace)
     assert model["spec"]["source"] == "Qwen/Qwen2-0.5B-Instruct"
 
     second = run_playbook(ROOT / "playbooks/serve.yml", *extra)

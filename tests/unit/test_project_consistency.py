@@ -79,14 +79,21 @@ def test_collection_requirement_files_agree_with_galaxy():
     assert awx == [{"name": "./", "type": "dir"}], "AWX sync must install the project itself"
 
 
-def test_action_group_lists_existing_modules_and_every_auth_module():
+def test_action_groups_hold_every_module_of_their_auth_kind_and_nothing_else():
+    """module_defaults of a group sets its connection options on every member, so a group may only hold
+    modules that accept them: Kubernetes modules in `kubernetes`, gateway admin modules in `gateway_admin`."""
     groups = load("meta/runtime.yml").get("action_groups", {})
-    modules = {p.stem: p for p in (ROOT / "plugins/modules").glob("*.py")}
-    grouped = set(groups.get("token_factory") or [])
-    assert grouped <= set(modules), f"action group names missing modules: {grouped - set(modules)}"
-    for name, path in modules.items():
-        if re.search(r"tokenfactory\.spark\.(k8s_auth|gateway_auth)", path.read_text()):
-            assert name in grouped, f"{name} uses shared auth options but is not in action group token_factory"
+    assert set(groups) == {"kubernetes", "gateway_admin"}
+    expected = {"kubernetes": set(), "gateway_admin": set()}
+    for path in (ROOT / "plugins/modules").glob("*.py"):
+        text = path.read_text()
+        if "tokenfactory.spark.k8s_auth" in text:
+            expected["kubernetes"].add(path.stem)
+        if "tokenfactory.spark.gateway_auth" in text:
+            expected["gateway_admin"].add(path.stem)
+    assert not expected["kubernetes"] & expected["gateway_admin"]
+    for group, members in expected.items():
+        assert set(groups[group]) == members, f"action group {group}: {sorted(groups[group])} != {sorted(members)}"
 
 
 def third_party_imports():

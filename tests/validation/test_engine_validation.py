@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tests.engine.server import VllmServer
+from lab.engine.vllm import VllmServer
 from tests.validation.helpers import validate
 
 pytestmark = pytest.mark.engine

@@ -1,13 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: tokenfactory.spark contributors
 # Apache License 2.0 (see LICENSE)
-"""The one Kubernetes client layer of tokenfactory.spark: auth, REST paths, server-side apply, waits."""
+"""The one Kubernetes client layer of tokenfactory.spark: auth, REST paths, server-side apply."""
 
 from __future__ import annotations
 
 import json
 import os
-import time
 import urllib.parse
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
@@ -21,10 +20,6 @@ try:
 except ImportError as exc:  # pragma: no cover - reported by require_kubernetes()
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = exc
-
-FIELD_MANAGER = "tokenfactory.spark"
-GROUP = "tokenfactory.io"
-VERSION = "v1alpha1"
 
 # Options shared by every module that talks to Kubernetes (documented in doc_fragments/k8s_auth.py).
 AUTH_ARG_SPEC = {
@@ -44,6 +39,10 @@ AUTH_ARG_SPEC = {
 }
 
 
+# kind -> ResourceType, filled as types are declared (here, in tokenfactory/kinds.py and by the engines).
+TYPES_BY_KIND = {}
+
+
 class ResourceType:
     """Where a kind lives in the REST API (no discovery round trips, no stale discovery cache)."""
 
@@ -52,6 +51,7 @@ class ResourceType:
         self.kind = kind
         self.plural = plural
         self.namespaced = namespaced
+        TYPES_BY_KIND[kind] = self
 
     def path(self, namespace=None, name=None, subresource=None):
         base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
@@ -69,60 +69,21 @@ class ResourceType:
         return f"{self.kind}.{self.api_version}"
 
 
-def tf_type(kind, plural):
-    return ResourceType(f"{GROUP}/{VERSION}", kind, plural)
-
-
-COMPUTE_CLUSTER = tf_type("ComputeCluster", "computeclusters")
-ENDPOINT = tf_type("Endpoint", "endpoints")
-PROVIDER = tf_type("Provider", "providers")
-MODEL = tf_type("Model", "models")
-MODEL_DEPLOYMENT = tf_type("ModelDeployment", "modeldeployments")
-
 NODE = ResourceType("v1", "Node", "nodes", namespaced=False)
 NAMESPACE = ResourceType("v1", "Namespace", "namespaces", namespaced=False)
 SECRET = ResourceType("v1", "Secret", "secrets")
 SERVICE = ResourceType("v1", "Service", "services")
 POD = ResourceType("v1", "Pod", "pods")
+ENDPOINT_SLICE = ResourceType("discovery.k8s.io/v1", "EndpointSlice", "endpointslices")
 DEPLOYMENT = ResourceType("apps/v1", "Deployment", "deployments")
 STATEFUL_SET = ResourceType("apps/v1", "StatefulSet", "statefulsets")
 HPA = ResourceType("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers")
 PDB = ResourceType("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets")
 CRD = ResourceType("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
-NIM_SERVICE = ResourceType("apps.nvidia.com/v1alpha1", "NIMService", "nimservices")
-DYNAMO_GRAPH = ResourceType("nvidia.com/v1alpha1", "DynamoGraphDeployment", "dynamographdeployments")
-
-TYPES_BY_KIND = {
-    t.kind: t
-    for t in (
-        COMPUTE_CLUSTER,
-        ENDPOINT,
-        PROVIDER,
-        MODEL,
-        MODEL_DEPLOYMENT,
-        NODE,
-        NAMESPACE,
-        SECRET,
-        SERVICE,
-        POD,
-        DEPLOYMENT,
-        STATEFUL_SET,
-        HPA,
-        PDB,
-        CRD,
-        NIM_SERVICE,
-        DYNAMO_GRAPH,
-    )
-}
 
 
 def type_of(obj):
     return TYPES_BY_KIND[obj["kind"]]
-
-
-def conditions(obj):
-    """status.conditions of an API object (or None) as a list: the API server sends null while there are none."""
-    return ((obj or {}).get("status") or {}).get("conditions") or []
 
 
 class K8sError(Exception):
@@ -174,12 +135,14 @@ def api_client_from_params(params):
 class KubeClient:
     """Thin JSON client over the kubernetes ApiClient; every module goes through it."""
 
-    def __init__(self, params, api_client=None):
+    def __init__(self, params, field_manager, api_client=None):
         self.api = api_client or api_client_from_params(params)
         self.timeout = params.get("request_timeout") or 30
+        self.field_manager = field_manager
 
-    def request(self, method, path, body=None, query=None, content_type="application/json"):
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+    def request(self, method, path, body=None, query=None, content_type="application/json", text=False):
+        """The decoded JSON answer (text=True: the answer as text, e.g. a pod log)."""
+        headers = {"Accept": "*/*" if text else "application/json", "Content-Type": content_type}
         query_pairs = [(k, v) for k, v in (query or {}).items() if v is not None]
         try:
             serialized = self.api.param_serialize(
@@ -194,16 +157,18 @@ class KubeClient:
             data = response.read()
         except Exception as exc:
             raise K8sError(0, f"{method} {path}: cannot reach the API server: {exc}") from exc
-        text = data.decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else str(data or "")
+        answer = data.decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else str(data or "")
         if not 200 <= response.status <= 299:
-            message, reason = text, ""
+            message, reason = answer, ""
             try:
-                status = json.loads(text)
-                message, reason = status.get("message", text), status.get("reason", "")
+                status = json.loads(answer)
+                message, reason = status.get("message", answer), status.get("reason", "")
             except ValueError:
                 pass
             raise K8sError(response.status, message, reason)
-        return json.loads(text) if text else {}
+        if text:
+            return answer
+        return json.loads(answer) if answer else {}
 
     def get(self, rtype, name, namespace=None):
         """The object, or None when it does not exist."""
@@ -214,16 +179,25 @@ class KubeClient:
                 return None
             raise
 
+    def log(self, pod, namespace, container, tail_lines=None, previous=False):
+        """The last lines of a pod container's log (previous=True: of its run before the last restart)."""
+        query = {
+            "container": container,
+            "tailLines": None if tail_lines is None else str(tail_lines),
+            "previous": "true" if previous else None,
+        }
+        return self.request("GET", POD.path(namespace, pod, "log"), query=query, text=True)
+
     def list(self, rtype, namespace=None, label_selector=None):
         query = {"labelSelector": label_selector}
         return self.request("GET", rtype.path(namespace), query=query).get("items", [])
 
     def apply(self, obj, dry_run=False, subresource=None):
-        """Server-side apply owned by FIELD_MANAGER (force: this collection owns these fields)."""
+        """Server-side apply owned by the field manager (force: this collection owns these fields)."""
         rtype = type_of(obj)
         meta = obj["metadata"]
         query = {
-            "fieldManager": FIELD_MANAGER,
+            "fieldManager": self.field_manager,
             "force": "true",
             "fieldValidation": "Strict",
             "dryRun": "All" if dry_run else None,
@@ -242,24 +216,3 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise
-
-    def wait_for(self, describe, check, timeout, interval=1.0, progress=None):
-        """Poll check() until it returns a truthy value; raise K8sError(408) naming `describe` on timeout."""
-        deadline = time.monotonic() + timeout
-        last = None
-        while True:
-            result, last = check()
-            if result:
-                return result
-            if progress is not None and last:
-                progress(last)
-            if time.monotonic() >= deadline:
-                raise K8sError(408, f"timed out after {timeout}s waiting for {describe}; last state: {last}")
-            time.sleep(interval)
-
-    def wait_gone(self, rtype, name, namespace, timeout):
-        def check():
-            obj = self.get(rtype, name, namespace)
-            return obj is None, None if obj is None else f"{rtype.kind} {name} still exists"
-
-        return self.wait_for(f"{rtype.kind} {namespace}/{name} to be deleted", check, timeout, interval=0.5)

@@ -13,16 +13,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import DTYPES
+
 GIB = 2**30
-BYTES_PER_PARAMETER = {
-    "float32": Decimal(4),
-    "bfloat16": Decimal(2),
-    "float16": Decimal(2),
-    "fp8": Decimal(1),
-    # 4-bit formats carry block scales: about 4.5 bits per weight.
-    "nvfp4": Decimal("0.5625"),
-    "int4": Decimal("0.5625"),
-}
+BYTES_PER_PARAMETER = {dtype: Decimal(size) for dtype, size in DTYPES.items()}
 # CUDA context, activations, CUDA graphs, sampler buffers: measured vLLM footprints are 1-3 GiB.
 RUNTIME_OVERHEAD_BYTES = 2 * GIB
 DEFAULT_UTILIZATION = {"discrete": 0.90, "unified": 0.75}

@@ -8,17 +8,23 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-QUANTITY_RE = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-DECIMAL_RE = re.compile(r"^[0-9]+(\.[0-9]{1,6})?$")
-URL_RE = re.compile(r"^https?://[^\s/]+(/\S*)?$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$")
-HF_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-NGC_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)+(:[A-Za-z0-9._-]+)?$")
-S3_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$")
-CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import domain
+
+
+def _compiled(name):
+    return re.compile(domain.FORMATS[name]["pattern"])
+
+
+DNS_LABEL_RE = _compiled("dnsLabel")
+DNS_SUBDOMAIN_RE = _compiled("dnsSubdomain")
+QUANTITY_RE = _compiled("quantity")
+DECIMAL_RE = _compiled("decimal")
+URL_RE = _compiled("url")
+ENV_NAME_RE = _compiled("envName")
+SERVED_NAME_RE = _compiled("servedName")
+IMAGE_TAG_RE = _compiled("imageTag")
+CURRENCY_RE = _compiled("currency")
+SOURCE_RE = {kind: re.compile(facts["source"]) for kind, facts in domain.PROVIDER_TYPES.items()}
 
 BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 DECIMAL_SUFFIXES = {"m": Decimal("0.001"), "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
@@ -51,10 +57,12 @@ def dns_subdomain(field, value):
 
 def parse_quantity(field, value):
     """Kubernetes quantity -> Decimal (bytes for memory, cores for CPU)."""
-    match = QUANTITY_RE.match(str(value).strip())
+    text = str(value).strip()
+    match = QUANTITY_RE.match(text)
     if not match:
         raise ValidationError(field, f"{value!r} is not a Kubernetes quantity (examples: 500m, 4, 16Gi, 20G)")
-    number, suffix = Decimal(match.group(1)), match.group(3) or ""
+    suffix = match.group(2) or ""
+    number = Decimal(text[: len(text) - len(suffix)])
     factor = BINARY_SUFFIXES.get(suffix) or DECIMAL_SUFFIXES[suffix]
     return number * factor
 
@@ -84,7 +92,7 @@ def currency(field, value):
 
 
 def url(field, value):
-    if not isinstance(value, str) or not URL_RE.match(value):
+    if not isinstance(value, str) or len(value) > 2048 or not URL_RE.match(value):
         raise ValidationError(field, f"{value!r} must be an http:// or https:// URL")
     return value.rstrip("/")
 
@@ -101,15 +109,14 @@ def served_name(field, value):
     return value
 
 
-SOURCE_RULES = {
-    "huggingface": (HF_REPO_RE, "a Hugging Face repo id like Qwen/Qwen2-0.5B-Instruct"),
-    "ngc": (NGC_RE, "an NGC path like nim/meta/llama-3.1-8b-instruct[:tag]"),
-    "s3": (S3_RE, "an object storage URL like s3://bucket/path/to/model"),
-}
+def image_tag(field, value):
+    if not isinstance(value, str) or not IMAGE_TAG_RE.match(value):
+        raise ValidationError(field, f"{value!r} is not an image tag (letters, digits, '_', '.', '-'; <= 128)")
+    return value
 
 
 def model_source(field, value, provider_type):
-    pattern, expected = SOURCE_RULES[provider_type]
+    pattern, expected = SOURCE_RE[provider_type], domain.PROVIDER_TYPES[provider_type]["sourceExample"]
     if not isinstance(value, str) or not pattern.match(value):
         raise ValidationError(field, f"{value!r} is not {expected} (provider type {provider_type})")
     return value
@@ -150,6 +157,37 @@ def positive_range(field, value, low, high):
     if value is None or not low <= value <= high:
         raise ValidationError(field, f"{value} is out of range; allowed {low}..{high}")
     return value
+
+
+def per_minute_limit(field, value):
+    """A rate limit: 0..PER_MINUTE_MAX per minute, 0 = unlimited (the one meaning of every limit)."""
+    if value is None or isinstance(value, bool) or not 0 <= value <= domain.PER_MINUTE_MAX:
+        raise ValidationError(
+            field, f"{value} is out of range; allowed 0..{domain.PER_MINUTE_MAX} per minute (0 = unlimited)"
+        )
+    return value
+
+
+def length(field, value, minimum=None, maximum=None):
+    if minimum is not None and len(value) < minimum:
+        raise ValidationError(field, f"must have at least {minimum} character(s)")
+    if maximum is not None and len(value) > maximum:
+        raise ValidationError(field, f"is longer than {maximum} characters")
+    return value
+
+
+# The check of each domain.FORMATS name: check(field, value) -> normalized value, or ValidationError.
+FORMAT_CHECKS = {
+    "dnsLabel": dns_label,
+    "dnsSubdomain": dns_subdomain,
+    "quantity": quantity,
+    "decimal": decimal_string,
+    "currency": currency,
+    "url": url,
+    "envName": env_name,
+    "servedName": served_name,
+    "imageTag": image_tag,
+}
 
 
 def drop_none(data):

@@ -10,23 +10,24 @@ import dataclasses
 import itertools
 from decimal import Decimal, InvalidOperation
 
+from . import domain
+
 ALL_TENANTS = "*"
-SKIP_PHASES = {"Failed", "Deleting", "Terminating"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Limits:
-    requests_per_minute: int = 0  # 0: unlimited
-    tokens_per_minute: int = 0
+    requests_per_minute: int = domain.UNLIMITED
+    tokens_per_minute: int = domain.UNLIMITED
 
     @classmethod
     def from_spec(cls, spec, where) -> Limits:
         spec = spec or {}
         values = {}
-        for field, key in (("requests_per_minute", "requestsPerMinute"), ("tokens_per_minute", "tokensPerMinute")):
-            raw = spec.get(key, 0) or 0
-            if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
-                raise ValueError(f"{where}.{key} must be a non-negative integer, got {raw!r}")
+        for field, key in domain.LIMIT_FIELDS.items():
+            raw = spec.get(key, domain.UNLIMITED) or domain.UNLIMITED
+            if not isinstance(raw, int) or isinstance(raw, bool) or not 0 <= raw <= domain.PER_MINUTE_MAX:
+                raise ValueError(f"{where}.{key} must be an integer in 0..{domain.PER_MINUTE_MAX}, got {raw!r}")
             values[field] = raw
         return cls(**values)
 
@@ -36,7 +37,7 @@ class Limits:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Price:
-    currency: str = "USD"
+    currency: str = domain.CURRENCY_DEFAULT
     input_per_1m: Decimal = Decimal(0)
     output_per_1m: Decimal = Decimal(0)
 
@@ -44,7 +45,8 @@ class Price:
     def from_spec(cls, spec, where) -> Price:
         spec = spec or {}
         values = {}
-        for field, key in (("input_per_1m", "inputPer1M"), ("output_per_1m", "outputPer1M")):
+        for field in ("input_per_1m", "output_per_1m"):
+            key = domain.PRICING_FIELDS[field]
             raw = spec.get(key, "0")
             try:
                 value = Decimal(str(raw))
@@ -53,7 +55,8 @@ class Price:
             if not value.is_finite() or value < 0:
                 raise ValueError(f"{where}.{key} must be a non-negative decimal, got {raw!r}")
             values[field] = value
-        return cls(currency=str(spec.get("currency", "USD")), **values)
+        currency = spec.get(domain.PRICING_FIELDS["currency"], domain.CURRENCY_DEFAULT)
+        return cls(currency=str(currency), **values)
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> Decimal:
         return (prompt_tokens * self.input_per_1m + completion_tokens * self.output_per_1m) / 1_000_000
@@ -65,6 +68,7 @@ class Deployment:
     model: str  # served model name (the OpenAI `model` field)
     upstream: str  # base URL without the trailing /v1
     endpoint: str = ""
+    engine: str = domain.ENGINE_DEFAULT  # spec.engine: how the engine's OpenAI server reports usage
     tenants: frozenset = frozenset()
     per_key: Limits = Limits()
     per_tenant: Limits = Limits()
@@ -79,10 +83,11 @@ class Deployment:
             "name": self.name,
             "model": self.model,
             "endpoint": self.endpoint,
+            "engine": self.engine,
             "upstream": self.upstream,
             "tenants": sorted(self.tenants),
             "rate_limits": {
-                scope: dataclasses.asdict(getattr(self, scope)) for scope in ("per_key", "per_tenant", "per_deployment")
+                scope: dataclasses.asdict(getattr(self, scope)) for scope in domain.DEPLOYMENT_LIMIT_SCOPES
             },
             "pricing": {
                 "currency": self.price.currency,
@@ -95,14 +100,15 @@ class Deployment:
 def deployments_from_objects(objects, endpoint: str = "") -> list[Deployment]:
     """Convert Model and ModelDeployment objects (dicts) into routable deployments.
 
-    Deployments without an upstream URL yet, or in a failed/deleting phase, are left out.
+    Only deployments in a routable phase (Ready: every replica updated and available) with an upstream URL are
+    routed; Pending (queued), Progressing and Failed ones are left out.
     """
     served_names = {}
     for obj in objects:
         if obj.get("kind") == "Model":
             meta = obj.get("metadata", {})
             key = (meta.get("namespace", ""), meta.get("name"))
-            served_names[key] = (obj.get("spec") or {}).get("servedName") or meta.get("name")
+            served_names[key] = (obj.get("spec") or {}).get(domain.FIELDS["servedName"]) or meta.get("name")
     result = []
     for obj in objects:
         if obj.get("kind") != "ModelDeployment":
@@ -112,24 +118,27 @@ def deployments_from_objects(objects, endpoint: str = "") -> list[Deployment]:
         where = f"ModelDeployment {namespace}/{name}"
         if endpoint and spec.get("endpoint") != endpoint:
             continue
-        upstream = spec.get("upstreamURL") or status.get("upstreamURL")
-        if not upstream or status.get("phase") in SKIP_PHASES:
+        upstream = spec.get(domain.FIELDS["upstreamURL"]) or status.get("upstreamURL")
+        if not upstream or status.get("phase") not in domain.ROUTABLE_PHASES:
             continue
         model = status.get("servedModelName") or served_names.get((namespace, spec.get("model"))) or spec.get("model")
         if not model:
             raise ValueError(f"{where}: spec.model is required")
-        limits = spec.get("rateLimits") or {}
+        limits = spec.get(domain.FIELDS["rateLimits"]) or {}
+        scopes = {
+            scope: Limits.from_spec(limits.get(field), f"{where} spec.rateLimits.{field}")
+            for scope, field in domain.DEPLOYMENT_LIMIT_SCOPES.items()
+        }
         result.append(
             Deployment(
                 name=f"{namespace}/{name}" if namespace else name,
                 model=model,
                 upstream=normalise_upstream(upstream),
                 endpoint=spec.get("endpoint", ""),
-                tenants=frozenset(spec.get("tenants") or ()),
-                per_key=Limits.from_spec(limits.get("perKey"), f"{where} spec.rateLimits.perKey"),
-                per_tenant=Limits.from_spec(limits.get("perTenant"), f"{where} spec.rateLimits.perTenant"),
-                per_deployment=Limits.from_spec(limits.get("perDeployment"), f"{where} spec.rateLimits.perDeployment"),
-                price=Price.from_spec(spec.get("pricing"), f"{where} spec.pricing"),
+                engine=spec.get(domain.FIELDS["engine"]) or domain.ENGINE_DEFAULT,
+                tenants=frozenset(spec.get(domain.FIELDS["tenants"]) or ()),
+                **scopes,
+                price=Price.from_spec(spec.get(domain.FIELDS["pricing"]), f"{where} spec.pricing"),
             )
         )
     return result

@@ -8,10 +8,10 @@ import pathlib
 
 import yaml
 
+from .domain import GROUP, PLURALS, VERSION
 from .routing import RoutingTable, deployments_from_objects
 
 LOG = logging.getLogger("tokenfactory_gateway.routing")
-GROUP, VERSION = "tokenfactory.io", "v1alpha1"
 
 
 class StaticFileSource:
@@ -62,7 +62,7 @@ class KubernetesSource:
         return [{**item, "kind": kind} for item in found.get("items", [])]
 
     def fetch(self) -> list[dict]:
-        return self._list("models", "Model") + self._list("modeldeployments", "ModelDeployment")
+        return self._list(PLURALS["Model"], "Model") + self._list(PLURALS["ModelDeployment"], "ModelDeployment")
 
 
 def make_source(cfg):

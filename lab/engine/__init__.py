@@ -1,0 +1,1 @@
+"""The real CPU vLLM engine (cached venv) and the tiny local model it serves."""

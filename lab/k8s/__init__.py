@@ -1,0 +1,1 @@
+"""Real Kubernetes control plane (Go-built binaries) with kwok-simulated GPU nodes."""

@@ -1,0 +1,64 @@
+"""Simulated nodes as data: profiles/*.yaml name nodes of the machine classes in node_classes.yaml."""
+
+import pathlib
+import uuid
+
+import yaml
+
+from lab.k8s.bins import KUBE_VERSION
+
+HERE = pathlib.Path(__file__).parent
+PROFILE_DIR = HERE / "profiles"
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+
+
+def profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def load_profile(profile: str) -> list[dict]:
+    """Node manifests (metadata, spec, status) for a profile; raises ValueError naming the allowed profiles."""
+    path = PROFILE_DIR / f"{profile}.yaml"
+    if not path.is_file():
+        raise ValueError(f"unknown lab profile {profile!r}; allowed: {', '.join(profiles())}")
+    classes = yaml.safe_load((HERE / "node_classes.yaml").read_text())
+    manifests = []
+    for node in yaml.safe_load(path.read_text())["nodes"]:
+        if node["class"] not in classes:
+            raise ValueError(
+                f"{path.name}: node {node['name']}: unknown class {node['class']!r}; allowed: {sorted(classes)}"
+            )
+        manifests.append(_manifest(node, classes[node["class"]]))
+    return manifests
+
+
+def _manifest(node: dict, machine: dict) -> dict:
+    labels = {**machine["labels"], "kubernetes.io/hostname": node["name"], "type": "kwok"}
+    labels.update(node.get("labels", {}))
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node["name"], "labels": labels, "annotations": dict(KWOK_ANNOTATION)},
+        "spec": {},
+        "status": {
+            "capacity": dict(machine["capacity"]),
+            "allocatable": dict(machine["capacity"]),
+            "addresses": [
+                {"type": "InternalIP", "address": node["address"]},
+                {"type": "Hostname", "address": node["name"]},
+            ],
+            "nodeInfo": {**machine["node_info"], **_identity(node["name"])},
+        },
+    }
+
+
+def _identity(name: str) -> dict:
+    """Stable per-name ids and versions, so clients that require every nodeInfo field can read the node."""
+    node_id = uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.lab.tokenfactory.io")
+    return {
+        "machineID": node_id.hex,
+        "systemUUID": str(node_id),
+        "bootID": str(node_id),
+        "kubeletVersion": KUBE_VERSION,
+        "kubeProxyVersion": KUBE_VERSION,
+    }

@@ -1,0 +1,167 @@
+"""Renderers: vLLM Deployment/StatefulSet/Service/HPA/PDB, NIMService, DynamoGraphDeployment."""
+
+import pytest
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import deployment_spec
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import render, upstream_url
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment
+
+from tests.unit.plugins.module_utils.tokenfactory.samples import QWEN_05B, cluster, gb10, md_params
+
+PROVIDER = {"spec": {"type": "huggingface", "credentialsSecret": {"name": "hf-credentials", "key": "token"}}}
+SINGLE = cluster(inventory([gb10("spark-1")]))
+PAIR = cluster(inventory([gb10("spark-1", "pair-a"), gb10("spark-2", "pair-a")]))
+
+
+def md(**overrides):
+    return {
+        "apiVersion": "tokenfactory.io/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "qwen", "namespace": "tf", "uid": "1234"},
+        "spec": deployment_spec(md_params(**{"context_length": 8192, **overrides})),
+    }
+
+
+def planned(obj, compute_cluster=SINGLE, model=QWEN_05B):
+    return plan_deployment(obj["spec"], model, compute_cluster, [], "fail", name=obj["metadata"]["name"])
+
+
+def rendered(obj, model=QWEN_05B, provider=PROVIDER, compute_cluster=SINGLE):
+    return render(obj, model, provider, planned(obj, compute_cluster, model))
+
+
+def by_kind(objects):
+    return {o["kind"]: o for o in objects}
+
+
+def test_vllm_deployment_has_engine_essentials():
+    children = rendered(md())
+    assert [c["kind"] for c in children] == ["Deployment", "Service"]
+    deployment = children[0]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = container["args"]
+    assert container["command"] == ["vllm", "serve"]
+    assert args[0] == "Qwen/Qwen2-0.5B-Instruct"
+    pairs = dict(zip(args[1::2], args[2::2], strict=False))
+    assert pairs["--served-model-name"] == "Qwen/Qwen2-0.5B-Instruct"
+    assert pairs["--max-model-len"] == "8192"
+    assert pairs["--gpu-memory-utilization"] == "0.75"
+    assert "--enable-prefix-caching" in args
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == "1"
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["path"] == "/health"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
+    assert volumes["weights"]["emptyDir"]["sizeLimit"] == "50Gi"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["HF_HOME"]["value"] == "/models/huggingface"
+    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf-credentials", "key": "token"}
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-GB10", "kubernetes.io/arch": "arm64"}
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["replicas"] == 1
+    owner = deployment["metadata"]["ownerReferences"][0]
+    assert owner == {
+        "apiVersion": "tokenfactory.io/v1alpha1",
+        "kind": "ModelDeployment",
+        "name": "qwen",
+        "uid": "1234",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def test_service_selects_the_engine_pods():
+    deployment, service = rendered(md())
+    assert service["spec"]["ports"][0]["port"] == 8000
+    selector = service["spec"]["selector"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"] == selector
+
+
+def test_autoscaling_and_budget_render_hpa_and_pdb_and_leave_replicas_to_the_hpa():
+    children = by_kind(
+        rendered(
+            md(
+                autoscaling={"min_replicas": 1, "max_replicas": 3, "target_waiting_requests": 2},
+                disruption_budget={"min_available": 1},
+            ),
+        )
+    )
+    assert "replicas" not in children["Deployment"]["spec"]
+    hpa = children["HorizontalPodAutoscaler"]["spec"]
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 3)
+    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "qwen"}
+    assert hpa["metrics"][0]["pods"]["target"]["averageValue"] == "2"
+    assert children["PodDisruptionBudget"]["spec"]["minAvailable"] == 1
+
+
+def test_prefix_caching_off_kv_fp8_revision_and_extra_args():
+    model = {**QWEN_05B, "revision": "main"}
+    deployment = rendered(
+        md(prefix_caching=False, kv_cache_dtype="fp8", extra_args=["--enforce-eager"]), model=model, provider=None
+    )[0]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--no-enable-prefix-caching" in args
+    assert args[args.index("--kv-cache-dtype") + 1] == "fp8"
+    assert args[args.index("--revision") + 1] == "main"
+    assert args[-1] == "--enforce-eager"
+    env = {e["name"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "HF_TOKEN" not in env
+
+
+def test_multinode_replica_is_a_statefulset_of_ranks_on_one_fabric():
+    children = rendered(md(gpus_per_replica=2), compute_cluster=PAIR)
+    assert [c["kind"] for c in children] == ["Service", "StatefulSet", "Service"]
+    ranks, statefulset, front = children
+    assert ranks["spec"]["clusterIP"] == "None"
+    assert statefulset["spec"]["replicas"] == 2
+    assert statefulset["spec"]["serviceName"] == "qwen-ranks"
+    pod = statefulset["spec"]["template"]["spec"]
+    script = pod["containers"][0]["args"][0]
+    assert "--nnodes 2 --node-rank $NODE_RANK --master-addr qwen-0.qwen-ranks.tf.svc" in script
+    assert "--tensor-parallel-size 2" in script
+    assert "--headless" in script
+    affinity = pod["affinity"]
+    assert (
+        affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"]
+        == "tokenfactory.io/fabric"
+    )
+    assert (
+        affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"]
+        == "kubernetes.io/hostname"
+    )
+    assert front["spec"]["selector"]["apps.kubernetes.io/pod-index"] == "0"
+
+
+def test_nim_and_dynamo_render_operator_objects():
+    nim = rendered(md(engine="nim", image="nvcr.io/nim/qwen/qwen2", version="1.0"))
+    (nim_service,) = nim
+    assert nim_service["kind"] == "NIMService"
+    assert nim_service["spec"]["image"] == {
+        "repository": "nvcr.io/nim/qwen/qwen2",
+        "tag": "1.0",
+        "pullPolicy": "IfNotPresent",
+    }
+    assert nim_service["spec"]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert nim_service["spec"]["authSecret"] == "hf-credentials"
+    (graph,) = rendered(md(engine="dynamo"))
+    worker = graph["spec"]["services"]["VllmWorker"]
+    assert worker["extraPodSpec"]["mainContainer"]["command"] == ["python3", "-m", "dynamo.vllm"]
+    assert "Qwen/Qwen2-0.5B-Instruct" in worker["extraPodSpec"]["mainContainer"]["args"]
+    assert graph["spec"]["services"]["Frontend"]["componentType"] == "frontend"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({}, "http://qwen.tf.svc:8000"),
+        ({"engine": "dynamo"}, "http://qwen-frontend.tf.svc:8000"),
+        ({"upstream_url": "http://127.0.0.1:9000/"}, "http://127.0.0.1:9000"),
+    ],
+)
+def test_upstream_url(overrides, expected):
+    obj = md(**overrides)
+    assert upstream_url(obj, planned(obj)) == expected
