@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import time
+
+from lab.wait import wait_until
 
 KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 NETTEST_IMAGE = "localhost/tf-nettest:bookworm"
@@ -35,21 +36,6 @@ def get(host, args):
     return json.loads(kubectl(host, f"get {args} -o json"))
 
 
-def wait_until(check, timeout=180, interval=2, what="condition"):
-    """Poll check() until it returns a truthy value; its last value or exception ends up in the error."""
-    deadline, last = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-            last = value
-        except AssertionError as exc:  # kubectl failed: try again
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last}")
-
-
 def condition(obj, kind):
     return next((c["status"] for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind), None)
 
@@ -75,7 +61,7 @@ def wait_for_condition(host, what, kind, status="True", timeout=180):
         obj = get(host, what)
         return obj if condition(obj, kind) == status else None
 
-    return wait_until(check, timeout=timeout, what=f"{what} {kind}={status}")
+    return wait_until(check, timeout=timeout, what=f"{what} {kind}={status}", interval=2)
 
 
 def run_pod(host, name, **kwargs):

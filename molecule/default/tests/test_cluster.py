@@ -100,7 +100,9 @@ def test_service_reaches_a_pod_by_name(host):
             lambda: kubectl(
                 host, "exec tf-web-client -- curl -sS --max-time 3 http://tf-web.default.svc.cluster.local/"
             ),
+            timeout=180,
             what="the Service answering",
+            interval=2,
         )
         assert body.strip() == server["metadata"]["name"]
     finally:
