@@ -110,7 +110,10 @@ attributes:
     support: full
 """
 
+    # The *_info modules: objects of a namespace, or one by name, with their status; never Secret data.
     INFO = r"""
+notes:
+  - Returns the objects of O(namespace), or the one called O(name), with spec and status; Secret data is never read.
 options:
   name:
     description: Name of one object to read. Without it all objects of the namespace are returned.
