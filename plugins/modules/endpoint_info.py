@@ -13,7 +13,10 @@ description:
   - Endpoints with the OpenAI base URL they serve; TLS is referenced by Secret name only.
 version_added: 0.1.0
 author: Token Factory maintainers (@tokenfactory)
-extends_documentation_fragment: [tokenfactory.spark.k8s_auth, tokenfactory.spark.k8s_auth.info, tokenfactory.spark.read_only]
+extends_documentation_fragment:
+  - tokenfactory.spark.k8s_auth
+  - tokenfactory.spark.k8s_auth.info
+  - tokenfactory.spark.read_only
 """
 
 EXAMPLES = r"""

@@ -13,7 +13,10 @@ description:
   - Deployments with their phase, upstream URL, GPU placement and capacity estimate.
 version_added: 0.1.0
 author: Token Factory maintainers (@tokenfactory)
-extends_documentation_fragment: [tokenfactory.spark.k8s_auth, tokenfactory.spark.k8s_auth.info, tokenfactory.spark.read_only]
+extends_documentation_fragment:
+  - tokenfactory.spark.k8s_auth
+  - tokenfactory.spark.k8s_auth.info
+  - tokenfactory.spark.read_only
 """
 
 EXAMPLES = r"""

@@ -13,7 +13,10 @@ description:
   - Models with their source, served name (the OpenAI C(model) clients send) and architecture facts.
 version_added: 0.1.0
 author: Token Factory maintainers (@tokenfactory)
-extends_documentation_fragment: [tokenfactory.spark.k8s_auth, tokenfactory.spark.k8s_auth.info, tokenfactory.spark.read_only]
+extends_documentation_fragment:
+  - tokenfactory.spark.k8s_auth
+  - tokenfactory.spark.k8s_auth.info
+  - tokenfactory.spark.read_only
 """
 
 EXAMPLES = r"""

@@ -13,7 +13,10 @@ description:
   - Providers with their type and the name of their credentials Secret; its data is never read or returned.
 version_added: 0.1.0
 author: Token Factory maintainers (@tokenfactory)
-extends_documentation_fragment: [tokenfactory.spark.k8s_auth, tokenfactory.spark.k8s_auth.info, tokenfactory.spark.read_only]
+extends_documentation_fragment:
+  - tokenfactory.spark.k8s_auth
+  - tokenfactory.spark.k8s_auth.info
+  - tokenfactory.spark.read_only
 """
 
 EXAMPLES = r"""
