@@ -27,20 +27,6 @@ options:
     description: Name of the key within the tenant (letters, digits, C(.), C(_), C(-)).
     type: str
     required: true
-  limits:
-    description:
-      - The key's own limits, across all models; each a count per minute from V(0) (none) to V(1000000000).
-      - Left unchanged when omitted.
-    type: dict
-    suboptions:
-      requests_per_minute:
-        description: Requests per minute.
-        type: int
-        default: 0
-      tokens_per_minute:
-        description: Prompt plus completion tokens per minute (counted from real usage).
-        type: int
-        default: 0
   expires_at:
     description: ISO 8601 time after which the key stops working. Left unchanged when omitted.
     type: str
@@ -57,6 +43,7 @@ options:
 extends_documentation_fragment:
   - tokenfactory.spark.gateway_auth
   - tokenfactory.spark.gateway_auth.change
+  - tokenfactory.spark.gateway_auth.limits
 """
 
 EXAMPLES = r"""

@@ -59,6 +59,7 @@ options:
         C(/v1) is appended when missing.
     type: str
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.object
 """
@@ -103,6 +104,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ki
     MODEL_DEPLOYMENT,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import READY
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
@@ -115,7 +117,6 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.re
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.secrets import (
     ensure_with_secret,
-    owned_secret,
 )
 
 
@@ -173,16 +174,12 @@ def main():
         if secret_name:
             spec["tls"] = {"secretName": secret_name}
 
-        def secret_for(owner):
-            return owned_secret(owner, secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
-
-        applied = ensure_with_secret(tfm.objects, tf_object("Endpoint", name, namespace, spec), secret_for)
-        status = {"phase": "Ready", "baseURL": base_url(spec), "computeCluster": params["compute_cluster"]}
+        secret = (secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
+        applied = ensure_with_secret(tfm.objects, tf_object("Endpoint", name, namespace, spec), secret)
+        status = {"phase": READY, "baseURL": base_url(spec), "computeCluster": params["compute_cluster"]}
         stored = tfm.objects.write_status(applied, status)
-        result = {"endpoint": stored, "base_url": status["baseURL"]}
-        if secret_name:
-            result["tls_secret"] = secret_name
-        return result
+        tls = {"tls_secret": secret_name} if secret_name else {}
+        return {"endpoint": stored, "base_url": status["baseURL"], **tls}
 
     run_object(tfm, ENDPOINT, "endpoint", present, used_by=(MODEL_DEPLOYMENT, "endpoint"))
 

@@ -25,21 +25,6 @@ options:
   description:
     description: Free text shown in listings. Left unchanged when omitted.
     type: str
-  limits:
-    description:
-      - The tenant's own limits, across all models (all its keys, all gateway replicas); each a count per minute
-        from V(0) (none) to V(1000000000).
-      - Left unchanged when omitted.
-    type: dict
-    suboptions:
-      requests_per_minute:
-        description: Requests per minute.
-        type: int
-        default: 0
-      tokens_per_minute:
-        description: Prompt plus completion tokens per minute (counted from real usage).
-        type: int
-        default: 0
   models:
     description:
       - Served model names granted to this tenant in addition to C(spec.tenants) of the ModelDeployments.
@@ -54,6 +39,7 @@ options:
 extends_documentation_fragment:
   - tokenfactory.spark.gateway_auth
   - tokenfactory.spark.gateway_auth.change
+  - tokenfactory.spark.gateway_auth.limits
 """
 
 EXAMPLES = r"""

@@ -32,8 +32,8 @@ KINDS = {
 # ---- phases (status.phase) --------------------------------------------------------------------------
 # What the modules write: a ModelDeployment is Pending (queued, unschedulable or scaled to zero),
 # Progressing (rolling out), Ready (every replica updated and available) or Failed (the rollout cannot finish).
-DEPLOYMENT_PHASES = ["Pending", "Progressing", "Ready", "Failed"]
-READY = "Ready"
+PENDING, PROGRESSING, READY, FAILED = "Pending", "Progressing", "Ready", "Failed"
+DEPLOYMENT_PHASES = [PENDING, PROGRESSING, READY, FAILED]
 # The gateway sends traffic to a deployment only in these phases.
 ROUTABLE_PHASES = [READY]
 

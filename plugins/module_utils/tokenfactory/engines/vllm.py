@@ -15,6 +15,13 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client impo
     STATEFUL_SET,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.objects import conditions
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import rollout
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import (
+    FAILED,
+    PENDING,
+    PROGRESSING,
+    READY,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.workload import (
     ENGINE_PORT,
     MODEL_DEPLOYMENT_LABEL,
@@ -25,7 +32,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.en
     pod_spec,
     selector_labels,
     service,
-    service_url,
+    service_upstream,
 )
 
 NAME = "vllm"
@@ -254,18 +261,21 @@ def pod_state(pods):
 
 
 def workload_phase(spec, workload, pods, plan):
-    """(phase, message, nodes) of the vLLM Deployment/StatefulSet from what the cluster reports."""
+    """(phase, message, nodes) of the vLLM Deployment/StatefulSet: Ready only once the rollout is complete
+    (every replica runs the current spec and is available; see k8s/waiter.py), Failed when it cannot finish."""
     desired = (workload or {}).get("spec", {}).get("replicas", spec["replicas"])
-    ready = (workload or {}).get("status", {}).get("readyReplicas", 0)
     nodes, unscheduled = pod_state(pods)
     if desired == 0:
-        return "Pending", "scaled to zero replicas", nodes
-    if workload is not None and ready >= desired:
-        return "Ready", f"{ready}/{desired} ready", nodes
+        return PENDING, "scaled to zero replicas", nodes
+    state = rollout(workload) if workload is not None else None
+    if state is not None and state.failed:
+        return FAILED, state.message, nodes
+    if state is not None and state.done:
+        return READY, state.message, nodes
     if unscheduled:
         prefix = f"{plan['note']}; " if plan.get("note") else ""
-        return "Pending", f"{prefix}{unscheduled}", nodes
-    return "Progressing", f"{ready}/{desired} ready", nodes
+        return PENDING, f"{prefix}{unscheduled}", nodes
+    return PROGRESSING, state.message if state is not None else "waiting for the workload to be created", nodes
 
 
 def observe(client, md, plan):
@@ -279,5 +289,4 @@ def observe(client, md, plan):
     return {"phase": phase, "message": message, "nodes": nodes, "readyReplicas": ready}
 
 
-def upstream_url(md, plan):
-    return service_url(plan["service"], md["metadata"]["namespace"])
+upstream_url = service_upstream

@@ -119,12 +119,21 @@ def test_two_gpus_need_a_fabric_pair():
         plan_deployment(deployment_spec(md_params(gpus_per_replica=2, replicas=2)), QWEN_05B, PAIR, [], "fail")
 
 
+def deployment(generation=1, observed=1, **status):
+    return {
+        "kind": "Deployment",
+        "metadata": {"name": "qwen", "generation": generation},
+        "spec": {"replicas": 1},
+        "status": {"observedGeneration": observed, **status},
+    }
+
+
 def test_workload_phase():
     spec = deployment_spec(md_params())
     plan = {"note": ""}
-    ready = {"spec": {"replicas": 1}, "status": {"readyReplicas": 1}}
+    done = deployment(replicas=1, updatedReplicas=1, readyReplicas=1, availableReplicas=1)
     pod = {"metadata": {"name": "qwen-x"}, "spec": {"nodeName": "spark-1"}, "status": {}}
-    assert workload_phase(spec, ready, [pod], plan) == ("Ready", "1/1 ready", ["spark-1"])
+    assert workload_phase(spec, done, [pod], plan) == ("Ready", "1/1 updated and available", ["spark-1"])
     pending = {
         "metadata": {"name": "qwen-y"},
         "spec": {},
@@ -139,6 +148,24 @@ def test_workload_phase():
             ]
         },
     }
-    phase, message, nodes = workload_phase(spec, {"spec": {"replicas": 1}, "status": {}}, [pending], plan)
+    phase, message, nodes = workload_phase(spec, deployment(replicas=1, updatedReplicas=1), [pending], plan)
     assert (phase, nodes) == ("Pending", [])
     assert "Insufficient nvidia.com/gpu" in message
+
+
+def test_a_new_spec_not_yet_rolled_out_is_not_ready_while_the_old_pod_serves():
+    """The old pod is ready, but the controller has not even seen the new spec: Progressing, not Ready."""
+    spec = deployment_spec(md_params())
+    old_pod_ready = deployment(generation=2, observed=1, replicas=1, updatedReplicas=1, readyReplicas=1,
+                               availableReplicas=1)  # fmt: skip
+    phase, message, _nodes = workload_phase(spec, old_pod_ready, [], {"note": ""})
+    assert (phase, message) == ("Progressing", "waiting for the deployment controller to observe the new spec")
+
+
+def test_a_rollout_past_its_deadline_is_failed():
+    stuck = deployment(replicas=1, updatedReplicas=1, readyReplicas=0, availableReplicas=0)
+    stuck["status"]["conditions"] = [
+        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "too slow"}
+    ]
+    phase, message, _nodes = workload_phase(deployment_spec(md_params()), stuck, [], {"note": ""})
+    assert phase == "Failed" and "progress deadline" in message
