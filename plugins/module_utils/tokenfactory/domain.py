@@ -112,7 +112,8 @@ PRICING_FIELDS = {"currency": "currency", "input_per_1m": "inputPer1M", "output_
 # An entry: field (spec name), type (JSON schema type), and optionally format (FORMATS), enum, minimum, maximum,
 # minLength/maxLength, maxItems, items (for arrays), options (for objects: nested entries), required (in the CRD),
 # default (the module's default), atLeast (smallest quantity), unit (perMinute: a rate limit), optionType (when
-# the option's shape differs from the field's), and crdOnly for fields the module fills from other options.
+# the option's shape differs from the field's), secret (never logged: no_log), and crdOnly for fields the module
+# fills from other options.
 def _limits():
     return {
         option: {
