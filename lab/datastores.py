@@ -6,10 +6,11 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 
-from lab.processes import free_port
+from lab.processes import free_port, signal_tree
 from lab.wait import wait_until
 
 PG_BIN = pathlib.Path("/usr/lib/postgresql/15/bin")
@@ -50,10 +51,31 @@ class PostgresServer:
 
     def start(self):
         argv, as_user = self.initdb()
-        log = open(self.dir / "postgres.log", "wb")  # noqa: SIM115 - lives as long as the server
+        log = open(self.dir / "postgres.log", "ab")  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(argv, stdout=log, **as_user, stderr=subprocess.STDOUT)
         wait_until(self.ready, 30, "postgres")
         return self
+
+    def start_frozen(self):
+        """Start the server and freeze it as soon as its port accepts connections: clients connect, and hang."""
+        argv, as_user = self.initdb()
+        log = open(self.dir / "postgres.log", "ab")  # noqa: SIM115 - lives as long as the server
+        self.proc = subprocess.Popen(argv, stdout=log, **as_user, stderr=subprocess.STDOUT)
+
+        def listening():
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+
+        wait_until(listening, 30, "postgres port", interval=0.002)
+        self.freeze()
+        return self
+
+    def freeze(self):
+        """SIGSTOP the server and its backends: connections stay open, nothing answers (a hung database)."""
+        signal_tree(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self):
+        signal_tree(self.proc.pid, signal.SIGCONT)
 
     def psql(self, database: str, sql: str) -> str:
         out = subprocess.run(
@@ -76,6 +98,7 @@ class PostgresServer:
     def halt(self):
         """Stop the server but keep its data (start() brings it back)."""
         if self.proc and self.proc.poll() is None:
+            self.thaw()  # a frozen server cannot shut down
             self.proc.send_signal(signal.SIGINT)  # "fast" shutdown: does not wait for clients to leave
             self.proc.wait(30)
 

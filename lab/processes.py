@@ -102,6 +102,31 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def process_tree(pid: int) -> list[int]:
+    """A process and its live (non-zombie) descendants, parents first, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop(0)
+        tree.append(current)
+        todo += children.get(current, [])
+    return tree
+
+
+def signal_tree(pid: int, sig: int) -> None:
+    """Send `sig` to a process and its descendants (e.g. SIGSTOP/SIGCONT a server and its workers)."""
+    for member in process_tree(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member, sig)
+
+
 def log_tail(path: pathlib.Path, lines: int = 60) -> str:
     try:
         return "\n".join(pathlib.Path(path).read_text(errors="replace").splitlines()[-lines:])

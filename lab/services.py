@@ -1,4 +1,5 @@
-"""Long-running lab processes (real vLLM, Prometheus, PostgreSQL, Redis, gateway): started detached once, reused.
+"""Long-running lab processes (real vLLM, Prometheus, node-exporter, PostgreSQL, Redis, gateway, and the SIMULATED
+DCGM exporter): started detached once, reused.
 
     python -m lab.services ensure vllm --port 18800      # prints {"status": "started"|"running", "url": ...}
     python -m lab.services stop-all
@@ -24,10 +25,12 @@ import time
 import urllib.error
 import urllib.request
 
+import yaml
+
 from lab.datastores import PostgresServer, RedisServer
 from lab.engine import install
 from lab.engine.vllm import ENGINE_ENV, VllmServer
-from lab.paths import GATEWAY_DIR, lab_root
+from lab.paths import GATEWAY_DIR, REPO_ROOT, lab_root
 from lab.processes import log_tail
 from lab.wait import ProcessDied, wait_until
 
@@ -95,6 +98,24 @@ def prometheus_launch(port, args):
     return Launch(argv, http_ready(f"http://127.0.0.1:{port}/-/ready"), [*argv, digest(config)])
 
 
+def node_exporter_launch(port, args):
+    # This machine's real memory and CPU; the lab labels it as the simulated GB10 node (unified memory).
+    argv = [
+        str(pathlib.Path(args.bin_dir) / "node_exporter"),
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--collector.disable-defaults",
+        "--collector.meminfo",
+        "--collector.loadavg",
+        "--collector.cpu",
+    ]
+    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/metrics"), argv)
+
+
+def dcgm_exporter_launch(port, args):
+    argv = [sys.executable, "-m", "lab.simulated_dcgm_exporter", "--port", str(port), "--file", str(args.file)]
+    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/metrics"), argv, env={"PYTHONPATH": str(REPO_ROOT)})
+
+
 def postgres_server(port, args):
     return PostgresServer(directory=state_dir(args.cluster) / "postgres", port=port)
 
@@ -120,11 +141,16 @@ def gateway_launch(port, args):
     sources = [*sorted(package.glob("*.py")), package / "domain.json"]
     # Restarted when its configuration, its credentials or its code change.
     fingerprint = [*argv, port, digest(config, *args.secret_file), digest(*sources)]
-    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/ready"), fingerprint, env={"PYTHONPATH": str(GATEWAY_DIR)})
+    # Probes are on the internal listener (admin API, metrics, /ready), not on the public port.
+    internal = yaml.safe_load(config.read_text()).get("internal_listen") or "127.0.0.1:8081"
+    ready = http_ready(f"http://127.0.0.1:{internal.rsplit(':', 1)[1]}/ready")
+    return Launch(argv, ready, fingerprint, env={"PYTHONPATH": str(GATEWAY_DIR)})
 
 
 SERVICES = {
+    "dcgm-exporter": dcgm_exporter_launch,
     "gateway": gateway_launch,
+    "node-exporter": node_exporter_launch,
     "postgres": postgres_launch,
     "prometheus": prometheus_launch,
     "redis": redis_launch,
@@ -236,7 +262,8 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--served-name", default="tiny-qwen2")
     parser.add_argument("--config", help="prometheus, gateway: configuration file")
-    parser.add_argument("--bin-dir", help="prometheus: directory with the prometheus binary")
+    parser.add_argument("--bin-dir", help="prometheus, node-exporter: directory with the binaries")
+    parser.add_argument("--file", help="dcgm-exporter: DCGM exposition text to serve (re-read on every scrape)")
     parser.add_argument("--secret-file", action="append", default=[], help="gateway: credential file it reads")
     parser.add_argument("--database", type=sql_name, default="tokenfactory", help="postgres: database to create")
     parser.add_argument("--user", type=sql_name, default="tokenfactory", help="postgres: owner role to create")

@@ -265,11 +265,18 @@ status:
   type: dict
   contains:
     phase:
-      description: Pending, Progressing, Ready or Failed.
+      description:
+        - What the engine's pods report when the module runs. V(Pending) (queued, unschedulable or scaled to zero),
+          V(Progressing) (rolling out), V(Ready) (every replica updated and available; the only phase the gateway
+          routes to) or V(Failed) (a pod stuck in CrashLoopBackOff, ImagePullBackOff, ErrImagePull or another state
+          it does not leave by itself, or a rollout past its progress deadline). With O(wait=true) a V(Failed)
+          deployment fails the module at once.
       type: str
       sample: Ready
     message:
-      description: Why it is in this phase (scheduler message, ready counts, queue note).
+      description:
+        - Why it is in this phase (scheduler message, rollout counts, queue note); for V(Failed) the pod, container,
+          reason, last exit code and the container's last log lines.
       type: str
     servedModelName:
       description: OpenAI model name.
@@ -496,6 +503,7 @@ class Deployer:
         def check():
             latest["status"] = self.observe(applied, spec, plan, endpoint, cluster)
             status = latest["status"]
+            # Failed (a stuck pod, a rollout past its deadline) ends the wait at once: present() then fails.
             done = status if status["phase"] in (READY, FAILED) else None
             return done, f"{status['phase']}: {status['message']}"
 

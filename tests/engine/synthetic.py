@@ -47,7 +47,10 @@ class UpstreamConfig:
     kv_cache_tokens: int = 8192  # vllm:kv_cache_usage_perc = tokens of running requests / this
     error_after_chunks: int | None = None  # send vLLM's in-stream error event (HTTP 200) after N chunks
     abort_after_chunks: int | None = None  # drop the connection after N chunks (no [DONE])
+    end_after_chunks: int | None = None  # end the HTTP body cleanly after N chunks, without usage or [DONE]
     die_after_requests: int | None = None  # serve N generation requests, then stop listening and drop all
+    journal: str | None = None  # append-only file of what was counted: survives a kill -9 of this process
+    metric_names: str = "vllm"  # name the /metrics series as vllm, nim (served at /v1/metrics too) or dynamo
 
 
 def completion_text(tokens: int) -> str:
@@ -166,7 +169,7 @@ class SyntheticUpstream:
         self.config = UpstreamConfig(**options)
         self.port = port
         self.subprocess = subprocess
-        self.metrics = EngineMetrics(self.config.model, self.config.kv_cache_tokens)
+        self.metrics = EngineMetrics(self.config.model, self.config.kv_cache_tokens, self.config.metric_names)
         self.received: collections.deque = collections.deque(maxlen=1000)  # (method, path, headers, body)
         self.generation_requests = 0
         self.died = threading.Event()  # set when die_after_requests fired
@@ -177,6 +180,7 @@ class SyntheticUpstream:
         self._writers: set[asyncio.StreamWriter] = set()
         self._thread: threading.Thread | None = None
         self._proc: sp.Popen | None = None
+        self._journal = None
 
     @property
     def base_url(self) -> str:
@@ -227,6 +231,13 @@ class SyntheticUpstream:
             raise RuntimeError(f"synthetic upstream subprocess did not start within {timeout} s: {line!r}")
         self.port = int(line.rsplit(":", 1)[1])
         return self.base_url
+
+    def kill(self) -> None:
+        """SIGKILL the subprocess (a crashed engine); start() brings it back on the same port."""
+        proc, self._proc = self._proc, None
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
 
     def stop(self) -> None:
         if self._proc is not None:
@@ -282,7 +293,7 @@ class SyntheticUpstream:
         keep = request.keep_alive
         if route == ("GET", "/health"):
             await http11.send(writer, 200, b"", "application/json", keep)
-        elif route == ("GET", "/metrics"):
+        elif request.method == "GET" and request.path in ("/metrics", self.metrics.names["path"]):
             await http11.send(writer, 200, self.metrics.render().encode(), "text/plain; version=0.0.4", keep)
         elif route == ("GET", "/v1/models"):
             await http11.send_json(writer, 200, self._models(), keep)
@@ -316,6 +327,8 @@ class SyntheticUpstream:
             return request.keep_alive
         request_id = next(self._ids)
         self.metrics.request_started(request_id, gen.prompt_tokens)
+        gen.caller_id = request.headers.get("x-request-id", "")
+        self._record(gen, "prompt", gen.prompt_tokens)
         outcome = Outcome(self.metrics, request_id, arrival)
         try:
             if gen.stream:
@@ -323,12 +336,21 @@ class SyntheticUpstream:
             else:
                 await self._sleep_until(arrival, self._finish_offset(gen.tokens))
                 self.metrics.tokens_generated(request_id, gen.tokens)
+                self._record(gen, "tokens", gen.tokens)
                 self.metrics.ttft.observe(self.config.ttft_ms / 1000)
                 outcome.decide(gen.finish_reason)
                 await http11.send_json(writer, 200, gen.response(), request.keep_alive)
         finally:
             outcome.decide("abort")  # no effect when already decided
         return outcome.reason != "abort" and request.keep_alive
+
+    def _record(self, gen: Generation, kind: str, count: int) -> None:
+        """Journal a count before the bytes it stands for are sent (a write(2): kept when this process is killed)."""
+        if self.config.journal is None:
+            return
+        if self._journal is None:
+            self._journal = os.open(self.config.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(self._journal, json.dumps({"rid": gen.caller_id, kind: count}).encode() + b"\n")
 
     async def _die(self) -> None:
         self.died.set()
@@ -360,6 +382,11 @@ class SyntheticUpstream:
             if config.abort_after_chunks is not None and chunks >= config.abort_after_chunks:
                 writer.transport.abort()
                 return
+            if config.end_after_chunks is not None and chunks >= config.end_after_chunks:
+                outcome.decide("error")
+                with contextlib.suppress(ConnectionError):
+                    await body.end()
+                return
             if config.error_after_chunks is not None and chunks >= config.error_after_chunks:
                 outcome.decide("error")
                 await self._last_events(body, event, error_body("Internal server error", "InternalServerError", 500))
@@ -379,6 +406,7 @@ class SyntheticUpstream:
             sent += count
             chunks += 1
             self.metrics.tokens_generated(outcome.request_id, count)
+            self._record(gen, "tokens", count)
             await event(gen.chunk(text, sent == gen.tokens, sent))
         outcome.decide(gen.finish_reason)
         await self._last_events(body, event, *([gen.usage_chunk()] if gen.include_usage else []))
@@ -398,7 +426,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Deterministic OpenAI-compatible upstream (vLLM-shaped).")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed as READY <url>)")
     for field in dataclasses.fields(UpstreamConfig):
-        kind = str if field.name == "model" else float if field.name.endswith("_ms") else int
+        text = field.name in ("model", "journal", "metric_names")
+        kind = str if text else float if field.name.endswith("_ms") else int
         parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default)
     return parser.parse_args(argv)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+FAULT_FIGURES = pytest.StashKey[list]()
+
 from .gateway import Gateway
 from lab.datastores import PostgresServer, RedisServer
 
@@ -37,3 +39,15 @@ def gateway_factory(postgres_server, redis_server):
     yield make
     for gateway in started:
         gateway.stop()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Print the fault-injection figures (tests/gateway/test_gateway_fault_injection.py) at the end of the run."""
+    for figures in config.stash.get(FAULT_FIGURES, []):
+        terminalreporter.section("gateway fault injection: figures")
+        for name, value in figures.items():
+            if name == "revocations":
+                for row in value:
+                    terminalreporter.write_line(f"  revocation {row}")
+            else:
+                terminalreporter.write_line(f"  {name}: {value}")

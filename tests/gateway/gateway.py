@@ -21,6 +21,8 @@ from lab.processes import free_port
 from lab.wait import ProcessDied, wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# TF_GATEWAY_UNDER_TEST: another build of services/gateway (e.g. an export of an older commit) for A/B runs.
+SERVICE_DIR = pathlib.Path(os.environ.get("TF_GATEWAY_UNDER_TEST") or GATEWAY_DIR)
 
 
 def deployment_objects(name, model, upstream, tenants=("*",), rate_limits=None, pricing=None, namespace="tf"):
@@ -67,23 +69,32 @@ class Gateway:
     def env(self) -> dict:
         return {
             **os.environ,
-            "PYTHONPATH": str(GATEWAY_DIR),
+            "PYTHONPATH": str(SERVICE_DIR),
             "TF_GATEWAY_ADMIN_TOKEN": self.admin_token,
             "TF_GATEWAY_KEY_PEPPER": self.pepper,
             "TF_GATEWAY_DATABASE_URL": self.postgres.dsn(self.database),
         }
 
-    def add_replica(self) -> Replica:
+    def add_replica(self, **overrides) -> Replica:
+        """Start one more replica; its public listener (`listen`, first address = its own) and internal
+        listener get free ports unless `overrides` says otherwise."""
         index = len(self.replicas)
         config = self.dir / f"replica{index}.yaml"
-        config.write_text(yaml.safe_dump({**self.settings, "port": free_port()}))
+        listeners = {"listen": f"127.0.0.1:{free_port()}", "internal_listen": f"127.0.0.1:{free_port()}"}
+        config.write_text(yaml.safe_dump({**self.settings, **listeners, **overrides}))
         replica = Replica(self, config, self.dir / f"replica{index}.log").start()
         self.replicas.append(replica)
         return replica
 
     @property
     def url(self) -> str:
+        """Public base URL of the first replica (OpenAI routes)."""
         return self.replicas[0].url
+
+    @property
+    def admin_url(self) -> str:
+        """Internal base URL of the first replica (admin API, metrics, probes)."""
+        return self.replicas[0].internal_url
 
     def admin(self, method, path, body=None, token=None, replica=0):
         return self.replicas[replica].request(method, "/admin/v1" + path, body, token or self.admin_token)
@@ -111,11 +122,18 @@ class Gateway:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+INTERNAL_PATHS = ("/admin/", "/metrics", "/health", "/ready")
+
+
 class Replica:
     def __init__(self, gateway: Gateway, config: pathlib.Path, log_path: pathlib.Path):
         self.gateway, self.config, self.log_path = gateway, config, log_path
-        self.port = yaml.safe_load(config.read_text())["port"]
-        self.url = f"http://127.0.0.1:{self.port}"
+        settings = yaml.safe_load(config.read_text())
+        self.port = int(settings["listen"].split(",")[0].rsplit(":", 1)[1])
+        self.internal_port = int(settings["internal_listen"].rsplit(":", 1)[1])
+        scheme = "https" if settings.get("tls_cert_file") else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.internal_url = f"http://127.0.0.1:{self.internal_port}"
         self.proc = None
 
     def start(self, timeout: float = 60) -> Replica:
@@ -134,19 +152,21 @@ class Replica:
             raise ProcessDied(f"gateway exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
         return self.request("GET", "/ready")[0] == 200
 
-    def request(self, method, path, body=None, token=None):
+    def request(self, method, path, body=None, token=None, timeout=30):
+        """(status, decoded JSON); admin API, metrics and probes go to the internal listener."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method)
+        base = self.internal_url if path.startswith(INTERNAL_PATHS) else self.url
+        req = urllib.request.Request(base + path, data=data, method=method)
         if data is not None:
             req.add_header("Content-Type", "application/json")
         if token:
             req.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return resp.status, json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as err:
             return err.code, json.loads(err.read() or b"null")
-        except (urllib.error.URLError, ConnectionError):
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
             return 0, None
 
     def stop(self, sig=signal.SIGTERM, timeout: float = 60) -> int | None:

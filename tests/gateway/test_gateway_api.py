@@ -1,7 +1,7 @@
 """Gateway behaviour through the official openai SDK: routing, streaming, keys, isolation, errors.
 
 Upstream: the deterministic synthetic engine (tests/engine/synthetic.py); PostgreSQL and Redis are
-real processes (tests/gateway/services.py).
+real processes (lab/datastores.py).
 """
 
 import http.server
@@ -88,7 +88,8 @@ def test_stream_usage_is_forced_upstream_and_stripped_unless_asked(gw, upstream)
     assert all(ch.choices for ch in chunks), "the usage-only chunk must not reach a client that did not ask"
     assert "".join(ch.choices[0].delta.content or "" for ch in chunks) == completion_text(5)
     sent = json.loads(upstream.received[-1][3])
-    assert sent["stream_options"] == {"include_usage": True}
+    # usage always comes back, on every chunk from a vLLM engine: a stream cut short is still metered
+    assert sent["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
     asked = list(
         c.chat.completions.create(
             model=MODEL, messages=MESSAGES, max_tokens=5, stream=True, stream_options={"include_usage": True}
@@ -273,7 +274,7 @@ def test_metrics_and_access_logs_carry_no_secrets(gw):
     c = client(gw, key)
     c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2)
     list(c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3, stream=True))
-    with urllib.request.urlopen(gw.url + "/metrics") as resp:
+    with urllib.request.urlopen(gw.admin_url + "/metrics") as resp:
         metrics = resp.read().decode()
 
     assert metric_value(metrics, "tf_gateway_requests_total", status="200") == 2

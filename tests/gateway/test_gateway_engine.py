@@ -1,5 +1,7 @@
 """The gateway in front of the real CPU vLLM engine serving the tiny local model (marker engine)."""
 
+import json
+import urllib.error
 import urllib.request
 
 import openai
@@ -47,3 +49,30 @@ def test_gateway_meters_exactly_what_vllm_generated(gateway_factory, vllm_engine
     ledger = gw.sql("SELECT sum(prompt_tokens), sum(completion_tokens) FROM usage_records")
     assert ledger == f"{after[0] - before[0]}|{after[1] - before[1]}"
     assert gw.sql("SELECT count(*) FROM usage_records WHERE usage_estimated OR status <> 200") == "0"
+
+
+def test_a_non_boolean_stream_never_reaches_vllm(gateway_factory, vllm_engine):
+    """vLLM's request model coerces "yes" / 1 / "true" to a stream; before the gateway checked the field, such a
+    request streamed tokens that the ledger recorded as 0 (usage was not forced upstream)."""
+    gw = gateway_factory(deployment_objects("tiny", MODEL, vllm_engine.base_url, tenants=["acme"]))
+    key = gw.create_key("acme")
+    before = engine_tokens(vllm_engine)
+    for value in ("yes", 1, "true"):
+        body = json.dumps({"model": MODEL, "messages": MESSAGES, "max_tokens": 8, "stream": value}).encode()
+        request = urllib.request.Request(gw.url + "/v1/chat/completions", data=body, method="POST",
+                                         headers={"Authorization": f"Bearer {key}",
+                                                  "Content-Type": "application/json"})  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        error = json.loads(refused.value.read())["error"]
+        assert refused.value.code == 400 and (error["param"], error["code"]) == ("stream", "invalid_type")
+    assert engine_tokens(vllm_engine) == before, "vLLM generated nothing for the refused requests"
+    # The same request with a real boolean streams, with vLLM's running usage forced and stripped for this client.
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key=key, max_retries=0)
+    chunks = list(client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=8, stream=True))
+    assert all(c.usage is None for c in chunks)
+    wait_until(lambda: gw.sql("SELECT count(*) FROM usage_records") == "1", 60, "1 ledger row")
+    after = engine_tokens(vllm_engine)
+    assert gw.sql("SELECT prompt_tokens, completion_tokens FROM usage_records") == (
+        f"{after[0] - before[0]}|{after[1] - before[1]}"
+    )

@@ -2,6 +2,7 @@
 
 import asyncio
 import signal
+import urllib.request
 
 import openai
 import pytest
@@ -62,6 +63,14 @@ def ledger_totals(gw):
     )
 
 
+def spooled(gw) -> float:
+    """Rows whose insert failed and that wait in the journal on disk (tf_gateway_metering_spooled_records)."""
+    with urllib.request.urlopen(gw.admin_url + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("tf_gateway_metering_spooled_records_total"))  # fmt: skip
+
+
 def upstream_totals(upstream):
     return f"{int(upstream.metrics.prompt_tokens)}|{int(upstream.metrics.generation_tokens)}"
 
@@ -113,7 +122,7 @@ def test_database_outage_spools_usage_to_disk_and_replays_it(redis_server, upstr
         wait_until(lambda: ledger_totals(gw).startswith("10|"), 30, "10 rows")
         postgres.halt()
         asyncio.run(mixed_load([gw.url], key, 25))
-        wait_until((gw.dir / "spool" / "usage.jsonl").exists, 15, "spool file")
+        wait_until(lambda: spooled(gw) >= 25, 15, "25 rows left in the journal")
         postgres.start()
         wait_until(lambda: ledger_totals(gw).startswith("35|"), 30, "replayed rows")
         assert ledger_totals(gw) == "35|" + upstream_totals(upstream)

@@ -21,7 +21,7 @@ MODEL = "tiny-qwen2"
 def run_tasks(gw, tmp_path, tasks, check=False):
     """Run tasks on localhost; returns {task name: result}."""
     play = [{"hosts": "localhost", "gather_facts": False,
-             "module_defaults": {"group/tokenfactory.spark.gateway_admin": {"gateway_url": gw.url}},
+             "module_defaults": {"group/tokenfactory.spark.gateway_admin": {"gateway_url": gw.admin_url}},
              "tasks": [{**t, "register": f"r{i}"} for i, t in enumerate(tasks)]
              + [{"ansible.builtin.copy": {"dest": str(tmp_path / "results.json"),
                  "content": "{{ {" + ", ".join(f"'{t['name']}': r{i}" for i, t in enumerate(tasks)) + "} | to_json }}"},

@@ -1,14 +1,19 @@
 """Pure logic of the gateway (no processes): SSE filtering, prices, routing objects, settings."""
 
+import asyncio
+import datetime
 import hashlib
 import hmac
 import json
+import uuid
 from decimal import Decimal
 
 import pytest
 
 from tokenfactory_gateway import config
 from tokenfactory_gateway.keys import bearer_token, generate_key, hash_key
+from tokenfactory_gateway.metering import MeterWriter, UsageRecord
+from tokenfactory_gateway.metrics import Metrics
 from tokenfactory_gateway.routing import Price, RoutingTable, deployments_from_objects
 from tokenfactory_gateway.sse import SseFilter
 
@@ -25,37 +30,78 @@ USAGE = event({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens":
 DONE = b"data: [DONE]\n\n"
 
 
-@pytest.mark.parametrize("strip", [True, False])
-def test_sse_filter_finds_usage_and_strips_only_when_asked(strip):
-    stream = ROLE + TOKEN + TOKEN + USAGE + DONE
-    sse = SseFilter(strip_usage=strip)
-    # feed in awkward 7-byte pieces: events split across reads must come out whole
+def running(completion, content=" a"):
+    """A content chunk with vLLM's running usage (continuous_usage_stats)."""
+    usage = {"prompt_tokens": 5, "total_tokens": 5 + completion, "completion_tokens": completion}
+    return event({"choices": [{"index": 0, "delta": {"content": content}}], "usage": usage})
+
+
+def relay(stream: bytes, keep: str) -> tuple[bytes, SseFilter]:
+    # fed in awkward 7-byte pieces: events split across reads must come out whole
+    sse = SseFilter(keep)
     out = b"".join(sse.feed(stream[i : i + 7]) for i in range(0, len(stream), 7)) + sse.finish()
-    assert out == (ROLE + TOKEN + TOKEN + DONE if strip else stream)
-    assert sse.usage == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+    return out, sse
+
+
+@pytest.mark.parametrize(
+    ("keep", "expected"), [("none", ROLE + TOKEN + TOKEN), ("final", ROLE + TOKEN + TOKEN + USAGE)]
+)
+def test_sse_filter_finds_usage_strips_it_unless_asked_and_holds_back_done(keep, expected):
+    out, sse = relay(ROLE + TOKEN + TOKEN + USAGE + DONE, keep)
+    assert out == expected, "[DONE] is the relay's to send, once the row is journaled"
+    assert sse.done and sse.usage == (5, 2) and not sse.usage_invalid
     assert sse.content_events == 2, "the role preamble is not a token"
 
 
+def test_running_usage_is_read_from_every_chunk_and_removed_unless_asked():
+    stream = running(1) + running(2, " b") + USAGE + DONE
+    out, sse = relay(stream, "final")
+
+    def compact(content):  # a chunk whose usage was removed is re-encoded
+        return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": content}}]},
+                                      separators=(",", ":")).encode() + b"\n\n"  # fmt: skip
+
+    assert out == compact(" a") + compact(" b") + USAGE
+    assert sse.usage == (5, 2)
+    cut, sse = relay(running(1) + running(2), "none")  # the engine died here: no usage chunk, no [DONE]
+    assert sse.usage == (5, 2) and not sse.done, "a cut stream still knows what it served"
+    assert b"usage" not in cut
+    assert relay(stream, "all")[0] == running(1) + running(2, " b") + USAGE
+
+
 def test_sse_filter_removes_usage_from_a_chunk_that_also_has_choices():
-    both = event({"choices": [{"index": 0, "delta": {"content": "x"}}], "usage": {"prompt_tokens": 1}})
-    sse = SseFilter(strip_usage=True)
+    both = event({"choices": [{"index": 0, "delta": {"content": "x"}}], "usage": {"prompt_tokens": 1,
+                  "completion_tokens": 1}})  # fmt: skip
+    sse = SseFilter("none")
     out = sse.feed(both)
     assert json.loads(out[len("data: ") :]) == {"choices": [{"index": 0, "delta": {"content": "x"}}]}
-    assert sse.usage == {"prompt_tokens": 1}
+    assert sse.usage == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [{"prompt_tokens": -1, "completion_tokens": 2}, {"prompt_tokens": 1, "completion_tokens": 10**9},
+     {"prompt_tokens": True, "completion_tokens": 2}, {"prompt_tokens": 1.0, "completion_tokens": 2},
+     {"prompt_tokens": "1", "completion_tokens": 2}, {"completion_tokens": 2}],
+)  # fmt: skip
+def test_usage_that_is_not_a_plausible_count_is_flagged_not_taken(usage):
+    sse = SseFilter("final")
+    sse.feed(TOKEN + event({"choices": [], "usage": usage}) + DONE)
+    assert sse.usage is None and sse.usage_invalid
 
 
 def test_sse_filter_records_an_error_event_and_keeps_it():
     err = event({"error": {"message": "boom", "type": "InternalServerError", "code": 500}})
-    sse = SseFilter(strip_usage=True)
-    assert sse.feed(TOKEN + err + DONE) == TOKEN + err + DONE
-    assert sse.error == "boom"
+    sse = SseFilter("none")
+    assert sse.feed(TOKEN + err + DONE) == TOKEN + err
+    assert sse.error == "boom" and sse.done
 
 
 @pytest.mark.parametrize(
     ("payload", "interesting"),
     [
-        (b'data: {"usage":{"prompt_tokens":1}}', True),
-        (b'data: {"usage": {"prompt_tokens":1}}', True),
+        (b'data: {"usage":{"prompt_tokens":1,"completion_tokens":0}}', True),
+        (b'data: {"usage": {"prompt_tokens":1,"completion_tokens":0}}', True),
         (b'data: {"error":{"message":"x"}}', True),
         (b'data: {"error" : "x"}', True),
         (b'data: {"choices":[],"usage":null}', False),
@@ -63,7 +109,7 @@ def test_sse_filter_records_an_error_event_and_keeps_it():
     ],
 )
 def test_sse_filter_parses_only_events_with_usage_or_error(payload, interesting):
-    sse = SseFilter(strip_usage=True)
+    sse = SseFilter("none")
     sse.feed(TOKEN)  # past the preamble: the fast path is on
     out = sse.feed(payload + b"\n\n")
     assert (sse.usage is not None or sse.error is not None) is interesting
@@ -136,3 +182,39 @@ def test_settings_name_the_bad_field(tmp_path):
     file.write_text("routing_file: /r.yaml\n")
     cfg = config.load(str(file), {**env, "TF_GATEWAY_KEY_PEPPER": "", "TF_GATEWAY_KEY_PEPPER_FILE": str(secret)})
     assert cfg.key_pepper == "q" * 32
+
+
+class FlakyPool:
+    """Stands in for asyncpg's pool in a unit test of the writer: fails the first `failures` inserts."""
+
+    def __init__(self, failures, error):
+        self.failures, self.error, self.rows = failures, error, []
+
+    async def executemany(self, _sql, rows, timeout=None):
+        if self.failures:
+            self.failures -= 1
+            raise self.error
+        self.rows += rows
+
+
+@pytest.mark.parametrize("error", [TimeoutError(), RuntimeError("a bug"), OSError("refused")])
+def test_a_failed_insert_of_any_kind_leaves_its_rows_journaled_and_they_are_replayed(tmp_path, error):
+    def row(i):
+        now = datetime.datetime.now(datetime.UTC)
+        return UsageRecord(uuid.uuid4(), now, now, "t", uuid.uuid4(), "m", "d", "/v1/completions", False, 200, None,
+                           False, False, i, i, 1.0, None, "USD", Decimal(0), Decimal(0), Decimal(0))  # fmt: skip
+
+    async def scenario():
+        pool = FlakyPool(1, error)
+        writer = MeterWriter(pool, str(tmp_path), 100, 0.0, Metrics(), timeout=1.0, fsync_seconds=0)
+        writer.journal.start()
+        for i in range(3):
+            writer.record(row(i))
+        await writer._flush()  # fails: nothing in PostgreSQL, the segment stays on disk
+        assert pool.rows == [] and len(list(tmp_path.glob("*.journal"))) == 2
+        await writer.recover()  # replayed from disk
+        assert sorted(r[13] for r in pool.rows) == [0, 1, 2]
+        writer.journal.close(clean=True)
+        assert list(tmp_path.iterdir()) == [], "a clean close leaves nothing to replay"
+
+    asyncio.run(scenario())

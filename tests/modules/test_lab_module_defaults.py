@@ -71,7 +71,7 @@ def test_readme_module_defaults_reach_every_module_of_both_groups(tf_lab, gatewa
     book.write_text(yaml.safe_dump([{**play, "hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
     extra_vars = {
         "tf_kubeconfig": str(tf_lab.kubeconfig),
-        "tf_gateway_url": gateway.url,
+        "tf_gateway_url": gateway.admin_url,  # the admin API is on the internal listener
         "vault_gateway_admin_token": gateway.admin_token,
     }
     try:

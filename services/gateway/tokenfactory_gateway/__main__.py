@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 
-from aiohttp import web
-
 from . import config
-from .app import build_app
+from .server import serve
 
 
 def main(argv=None) -> int:
@@ -24,12 +23,9 @@ def main(argv=None) -> int:
     logging.basicConfig(level=cfg.log_level, format="%(message)s", stream=sys.stdout)
     try:
         import uvloop
-
-        uvloop.install()
     except ImportError:  # uvloop is optional (pure asyncio works, a bit slower)
-        pass
-    web.run_app(build_app(cfg), host=cfg.host, port=cfg.port, access_log=None, print=None, shutdown_timeout=60)
-    return 0
+        return asyncio.run(serve(cfg))
+    return uvloop.run(serve(cfg))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import hmac
 import orjson
 from aiohttp import web
 
-from . import usage
+from . import db, usage
 from .errors import ApiError
 from .keys import bearer_token
 
@@ -67,15 +67,15 @@ class Admin:
         dry_run = self.check(request)
         before, after = await self.gw.store.put_tenant(request.match_info["tenant"], await self.body(request), dry_run)
         changed = before != after
-        if changed and before is not None and not dry_run:
-            await self.gw.invalidate_auth()  # limits or sharing may have shrunk
+        if not dry_run:
+            await self.gw.settle_auth()  # limits or sharing may have shrunk, here or in an earlier call
         return _json({"changed": changed, "created": before is None, "before": before, "tenant": after})
 
     async def delete_tenant(self, request):
         dry_run = self.check(request)
         before = await self.gw.store.delete_tenant(request.match_info["tenant"], dry_run)
-        if before and not dry_run:
-            await self.gw.invalidate_auth()
+        if not dry_run:
+            await self.gw.settle_auth()
         return _json({"changed": before is not None, "before": before})
 
     async def list_keys(self, request):
@@ -93,8 +93,8 @@ class Admin:
             info["tenant"], info["name"], await self.body(request), dry_run
         )
         changed = before != after
-        if changed and before is not None and not dry_run:
-            await self.gw.invalidate_auth()
+        if not dry_run:
+            await self.gw.settle_auth()
         answer = {"changed": changed, "created": before is None, "before": before, "api_key": after}
         if value and not dry_run:
             answer["key"] = value  # the only time the key value is ever shown
@@ -103,8 +103,8 @@ class Admin:
     async def delete_key(self, request):
         dry_run = self.check(request)
         before = await self.gw.store.revoke_key(request.match_info["tenant"], request.match_info["name"], dry_run)
-        if before and not dry_run:
-            await self.gw.invalidate_auth()
+        if not dry_run:
+            await self.gw.settle_auth()  # also when already revoked: a call that failed to tell the replicas
         return _json({"changed": before is not None, "before": before})
 
     async def models(self, request):
@@ -114,4 +114,4 @@ class Admin:
     async def usage(self, request):
         self.check(request)
         plan = usage.parse_query(request.query, set(usage.GROUPS), set(usage.FILTERS), {})
-        return _json(await usage.aggregate(self.gw.pool, plan))
+        return _json(await db.bounded(usage.aggregate(self.gw.pool, plan), self.gw.cfg.database_timeout))

@@ -1,8 +1,13 @@
-"""Wires the gateway together: connections, background tasks, routes, error/log middleware."""
+"""Wires the gateway together: connections, background tasks, the two route sets, error/log middleware.
+
+Public app (the Endpoint, optionally HTTPS): the OpenAI routes only. Internal app (cluster-internal Service):
+admin API, /metrics, /health, /ready. They never share a listener (server.py).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -11,8 +16,9 @@ import asyncpg
 import orjson
 import redis.asyncio as aioredis
 from aiohttp import web
+from redis.exceptions import RedisError
 
-from . import errors, schema, usage
+from . import db, errors, schema, usage
 from .admin import Admin
 from .invalidation import AuthInvalidation
 from .keys import KeyCache
@@ -26,6 +32,8 @@ from .store import Store
 ACCESS = logging.getLogger("tokenfactory_gateway.access")
 LOG = logging.getLogger("tokenfactory_gateway")
 QUIET_PATHS = frozenset(("/health", "/ready", "/metrics"))
+AUTH_SETTLE_SECONDS = 1.0
+READY_CHECK_SECONDS = 1.0
 
 
 class Gateway:
@@ -36,25 +44,30 @@ class Gateway:
         self.metrics = Metrics()
         self._background: set[asyncio.Task] = set()
         self.in_flight = 0  # proxied requests not yet metered
+        self.shutting_down = False
         self.pool = self.redis = self.session = None
         self.keys = self.limiter = self.meter = self.store = self.routing = self.invalidation = None
+        self._settler = None
 
     async def start(self) -> None:
         cfg = self.cfg
-        self.pool = await asyncpg.create_pool(cfg.database_url, min_size=2, max_size=10)
-        async with self.pool.acquire() as conn:
+        self.pool = await db.create_pool(cfg.database_url, cfg.database_timeout)
+        async with self.pool.acquire(timeout=cfg.database_timeout) as conn:
             await schema.migrate(conn)
-        self.redis = aioredis.Redis.from_url(cfg.redis_url)
+        self.redis = aioredis.Redis.from_url(
+            cfg.redis_url, socket_timeout=cfg.redis_timeout, socket_connect_timeout=cfg.redis_timeout
+        )
         await self.redis.ping()
         pepper = cfg.key_pepper.encode()
-        self.keys = KeyCache(self.pool, pepper, cfg.auth_cache_seconds)
+        self.keys = KeyCache(self.pool, pepper, cfg.auth_cache_seconds, cfg.database_timeout)
         self.limiter = RateLimiter(self.redis, cfg.redis_key_prefix)
-        self.store = Store(self.pool, pepper)
+        self.store = Store(self.pool, pepper, cfg.database_timeout)
         self.invalidation = AuthInvalidation(self.redis, cfg.redis_key_prefix, self.keys)
         await self.invalidation.start()
         self.meter = MeterWriter(
-            self.pool, cfg.spool_dir, cfg.metering_batch_size, cfg.metering_flush_interval, self.metrics
-        )
+            self.pool, cfg.spool_dir, cfg.metering_batch_size, cfg.metering_flush_interval, self.metrics,
+            cfg.database_timeout, cfg.spool_fsync_seconds,
+        )  # fmt: skip
         await self.meter.start()
         self.routing = RoutingRefresher(
             make_source(cfg), cfg.routing_endpoint, cfg.routing_refresh_seconds, self.metrics
@@ -69,22 +82,30 @@ class Gateway:
             auto_decompress=False,
             cookie_jar=aiohttp.DummyCookieJar(),  # one session serves every tenant: never keep upstream cookies
         )
+        self._settler = asyncio.create_task(self._settle_auth_loop())
 
     async def stop(self) -> None:
-        if self.routing:
-            await self.routing.stop()
-        if self.invalidation:
-            await self.invalidation.stop()
+        """After the public listener drained: nothing here may hang (every wait is bounded)."""
+        for part in (self._settler, self.routing, self.invalidation):
+            if isinstance(part, asyncio.Task):
+                part.cancel()
+            elif part:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(part.stop(), self.cfg.redis_timeout * 2)
         if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+            await asyncio.wait(self._background, timeout=self.cfg.redis_timeout * 2)
         if self.meter:
             await self.meter.close()
         if self.session:
             await self.session.close()
         if self.redis:
-            await self.redis.aclose()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.redis.aclose(), self.cfg.redis_timeout)
         if self.pool:
-            await self.pool.close()
+            try:
+                await asyncio.wait_for(self.pool.close(), self.cfg.database_timeout)
+            except (TimeoutError, *db.UNAVAILABLE):
+                self.pool.terminate()
 
     def spawn(self, coro) -> None:
         """Run a fire-and-forget coroutine (token debits) without letting it be garbage-collected."""
@@ -101,7 +122,7 @@ class Gateway:
     def log_background_error(exc) -> None:
         LOG.error("rate-limit debit failed: %s", exc)
 
-    async def drain(self, timeout: float = 60.0) -> None:
+    async def drain(self, timeout: float) -> None:
         """At shutdown (listener already closed): let proxied requests finish, so each one is metered."""
         deadline = time.monotonic() + timeout
         while self.in_flight and time.monotonic() < deadline:
@@ -109,10 +130,29 @@ class Gateway:
         if self.in_flight:
             LOG.error("%d request(s) still in flight after %s s of shutdown", self.in_flight, timeout)
 
-    async def invalidate_auth(self) -> None:
-        """Make every replica re-read keys, tenants and sharing before its next request."""
-        if not await self.invalidation.publish():
-            LOG.error("some replica did not confirm the auth change; it re-checks on its next Redis contact")
+    async def settle_auth(self) -> None:
+        """Announce a saved rights-removing change that no replica has been told about yet (outbox in
+        PostgreSQL); raises an OpenAI-style 503 while it cannot be confirmed on every replica."""
+        changed = await self.store.pending_auth_change()
+        if changed is None:
+            return
+        try:
+            confirmed = await self.invalidation.publish()
+        except (RedisError, OSError, TimeoutError):
+            raise errors.redis_unavailable(
+                "The change is saved, but the gateway replicas could not be told (Redis unavailable); it takes "
+                "effect once Redis is back. Retry the call to confirm it."
+            ) from None
+        if not confirmed:
+            raise errors.ApiError(503, "The change is saved, but not every gateway replica confirmed it; retry the "
+                                  "call.", "service_unavailable", "auth_not_confirmed")  # fmt: skip
+        await self.store.auth_change_published(changed)
+
+    async def _settle_auth_loop(self) -> None:
+        while True:
+            await asyncio.sleep(AUTH_SETTLE_SECONDS)
+            with contextlib.suppress(errors.ApiError):
+                await self.settle_auth()
 
 
 @web.middleware
@@ -132,7 +172,16 @@ async def handle_errors(request, handler):
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        response = errors.ApiError(exc.status, exc.reason, code=exc.reason.lower().replace(" ", "_")).response()
+        err = errors.ApiError(exc.status, exc.reason, code=exc.reason.lower().replace(" ", "_"))
+        response = err.response()
+        if "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+    except (asyncpg.PostgresError, asyncpg.InterfaceError):
+        LOG.exception("database error on %s %s", request.method, request.path)
+        response = errors.database_unavailable().response()
+    except RedisError:
+        LOG.exception("Redis error on %s %s", request.method, request.path)
+        response = errors.redis_unavailable().response()
     except Exception:
         LOG.exception("unhandled error on %s %s", request.method, request.path)
         response = errors.ApiError(500, "Internal gateway error.", "api_error", "internal_error").response()
@@ -149,13 +198,24 @@ async def health(request):
 
 
 async def ready(request):
+    """Ready = started and not shutting down. PostgreSQL and Redis are reported, not required: without them the
+    gateway still answers (cached keys, journaled usage, OpenAI-style 503s) and must stay in the Service."""
     gw = request.app["gateway"]
+    if gw.shutting_down:
+        raise errors.ApiError(503, "shutting down", "service_unavailable", "shutting_down")
+    postgres, redis = await asyncio.gather(_check(gw.pool.fetchval("SELECT 1")), _check(gw.redis.ping()))
+    body = {"status": "ready", "deployments": len(gw.routing.table.deployments), "postgres": postgres,
+            "redis": redis}  # fmt: skip
+    return web.json_response(body)
+
+
+async def _check(awaitable) -> str:
     try:
-        await gw.redis.ping()
-        await gw.pool.fetchval("SELECT 1")
+        async with asyncio.timeout(READY_CHECK_SECONDS):
+            await awaitable
     except Exception as exc:
-        raise errors.ApiError(503, f"not ready: {type(exc).__name__}", "service_unavailable", "not_ready") from None
-    return web.json_response({"status": "ready", "deployments": len(gw.routing.table.deployments)})
+        return f"unavailable: {type(exc).__name__}"
+    return "ok"
 
 
 async def metrics(request):
@@ -166,39 +226,39 @@ async def self_usage(request):
     gw = request.app["gateway"]
     info = (await gw.proxy.authenticate(request))[1]
     plan = usage.parse_query(request.query, {"model"}, {"model"}, {"key_id": str(info.key_id)})
-    result = await usage.aggregate(gw.pool, plan)
+    result = await db.bounded(usage.aggregate(gw.pool, plan), gw.cfg.database_timeout)
     result["key"] = {"id": str(info.key_id), "name": info.key_name, "tenant": info.tenant}
     return web.Response(body=orjson.dumps(result), content_type="application/json")
 
 
-def build_app(cfg) -> web.Application:
-    gw = Gateway(cfg)
+def build_apps(gw: Gateway) -> tuple[web.Application, web.Application]:
+    """(public, internal) applications sharing one Gateway; lifecycle is driven by server.py."""
+    cfg = gw.cfg
     gw.proxy = Proxy(gw)
-    app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[handle_errors])
-    app["gateway"] = gw
-
-    async def lifecycle(app):
-        await gw.start()
-        yield
-        await gw.stop()
-
-    app.cleanup_ctx.append(lifecycle)
+    public = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[handle_errors])
+    internal = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[handle_errors])
+    for app in (public, internal):
+        app["gateway"] = gw
 
     async def drain(app):
-        await gw.drain(cfg.drain_timeout)
+        await gw.drain(cfg.shutdown_timeout)
 
-    app.on_shutdown.append(drain)
-    app.add_routes(
+    public.on_shutdown.append(drain)
+    public.add_routes(
         [
             web.post("/v1/chat/completions", gw.proxy.chat_completions),
             web.post("/v1/completions", gw.proxy.completions),
             web.get("/v1/models", gw.proxy.models),
             web.get("/v1/models/{model}", gw.proxy.model),
             web.get("/v1/usage", self_usage),
+        ]
+    )
+    internal.add_routes(
+        [
             web.get("/health", health),
             web.get("/ready", ready),
             web.get("/metrics", metrics),
             *Admin(gw).routes(),
         ]
     )
-    return app
+    return public, internal

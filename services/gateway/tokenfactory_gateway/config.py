@@ -18,12 +18,22 @@ SECRETS = ("admin_token", "key_pepper", "database_url")
 
 @dataclasses.dataclass
 class Config:
+    # Public listener: only the OpenAI routes (/v1/...). "HOST:PORT", several separated by commas; overrides
+    # host and port when set. HTTPS when tls_cert_file and tls_key_file are set.
     host: str = "0.0.0.0"  # noqa: S104 - a service listens on all interfaces inside its pod
     port: int = 8080
-    listen: str = ""  # "HOST:PORT", overrides host and port when set
+    listen: str = ""
+    # Internal listener (plain HTTP, cluster-internal Service): admin API, /metrics, /health, /ready.
+    internal_listen: str = "0.0.0.0:8081"
+    reuse_port: bool = False  # SO_REUSEPORT on the public listener: several processes behind one port
+    tls_cert_file: str = ""  # PEM certificate chain (the Endpoint's TLS Secret, mounted)
+    tls_key_file: str = ""
+    tls_reload_seconds: float = 5.0  # how often the files are checked; a changed pair is used without restart
     database_url: str = ""
+    database_timeout: float = 5.0  # each PostgreSQL connect/statement; past it: 503 or spooled, never a hang
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_key_prefix: str = "tf:"
+    redis_timeout: float = 2.0
     admin_token: str = ""
     key_pepper: str = ""
     # Routing source: "static" (routing_file with Token Factory objects) or "kubernetes".
@@ -37,12 +47,33 @@ class Config:
     upstream_connect_timeout: float = 5.0
     upstream_read_timeout: float = 600.0  # longest silence allowed between two upstream reads
     drain_timeout: float = 120.0  # after a client disconnect, keep reading upstream this long for usage
+    shutdown_timeout: float = 60.0  # SIGTERM: how long in-flight requests may take to finish
     auth_cache_seconds: float = 30.0
     metering_batch_size: int = 1000
-    metering_flush_interval: float = 0.1  # seconds a record may wait to share an insert (lost on a hard kill)
-    spool_dir: str = "/var/lib/tokenfactory-gateway/spool"
+    metering_flush_interval: float = 0.1  # seconds a record may wait to share an insert (it is journaled first)
+    spool_dir: str = "/var/lib/tokenfactory-gateway/spool"  # the usage journal; survives a container restart
+    spool_fsync_seconds: float = 1.0  # journal fsync period (host crash window); 0: never fsync
     access_log: bool = True
     log_level: str = "INFO"
+
+    @property
+    def public_addresses(self) -> list[tuple[str, int]]:
+        return parse_addresses(self.listen, "listen") if self.listen else [(self.host, self.port)]
+
+    @property
+    def internal_address(self) -> tuple[str, int]:
+        return parse_addresses(self.internal_listen, "internal_listen")[0]
+
+
+def parse_addresses(value: str, name: str) -> list[tuple[str, int]]:
+    """`HOST:PORT[,HOST:PORT...]` ([v6]:PORT accepted) -> [(host, port)]; names the setting when malformed."""
+    result = []
+    for item in value.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{name} must look like HOST:PORT (several separated by commas), got {value!r}")
+        result.append((host.strip("[]"), int(port)))
+    return result
 
 
 def _coerce(field: dataclasses.Field, raw):
@@ -82,12 +113,24 @@ def load(path: str | None = None, environ=None) -> Config:
     return cfg
 
 
+POSITIVE = ("database_timeout", "redis_timeout", "tls_reload_seconds", "shutdown_timeout", "metering_flush_interval")
+
+
 def validate(cfg: Config) -> None:
-    if cfg.listen:
-        host, port = cfg.listen.rsplit(":", 1) if ":" in cfg.listen else ("", "")
-        if not host or not port.isdigit():
-            raise ValueError(f"listen must look like HOST:PORT, got {cfg.listen!r}")
-        cfg.host, cfg.port = host.strip("[]"), int(port)
+    public = cfg.public_addresses
+    cfg.host, cfg.port = public[0]
+    if len(parse_addresses(cfg.internal_listen, "internal_listen")) != 1:
+        raise ValueError(f"internal_listen takes one HOST:PORT, got {cfg.internal_listen!r}")
+    if any(port == cfg.internal_address[1] for _host, port in public):
+        raise ValueError(
+            f"internal_listen {cfg.internal_listen!r} must use another port than the public listener {public}: "
+            "the admin API, metrics and probes must not be reachable through the public Endpoint"
+        )
+    if bool(cfg.tls_cert_file) != bool(cfg.tls_key_file):
+        raise ValueError("tls_cert_file and tls_key_file go together (both set: HTTPS; both empty: HTTP)")
+    for name in POSITIVE:
+        if getattr(cfg, name) < 0 or (name != "metering_flush_interval" and getattr(cfg, name) == 0):
+            raise ValueError(f"{name} must be a positive number of seconds, got {getattr(cfg, name)!r}")
     if cfg.routing_source not in {"static", "kubernetes"}:
         raise ValueError(f"routing_source must be one of ['kubernetes', 'static'], got {cfg.routing_source!r}")
     if cfg.routing_source == "static" and not cfg.routing_file:

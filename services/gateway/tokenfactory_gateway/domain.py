@@ -22,3 +22,4 @@ DEPLOYMENT_LIMIT_SCOPES = _DATA["deploymentLimitScopes"]  # per_key -> perKey, .
 PRICING_FIELDS = _DATA["pricingFields"]
 CURRENCY_DEFAULT = _DATA["currencyDefault"]
 FIELDS = _DATA["fields"]
+ENGINE_DEFAULT = _DATA["engineDefault"]

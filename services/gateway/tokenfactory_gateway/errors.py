@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import LineTooLong
 
 
 class ApiError(Exception):
@@ -53,3 +54,40 @@ def rate_limited(scope, retry_after_s) -> ApiError:
         "rate_limit_exceeded",
         headers={"Retry-After": str(retry_after_s)},
     )
+
+
+def database_unavailable() -> ApiError:
+    return ApiError(503, "Database unavailable; retry later.", "service_unavailable", "database_unavailable")
+
+
+def redis_unavailable(message="Rate limiter unavailable; retry later.") -> ApiError:
+    return ApiError(503, message, "service_unavailable", "redis_unavailable")
+
+
+def invalid_type(param, expected, value) -> ApiError:
+    got = {bool: "a boolean", int: "an integer", float: "a decimal number", str: "a string", list: "an array",
+           dict: "an object"}.get(type(value), "null" if value is None else type(value).__name__)  # fmt: skip
+    return ApiError(400, f"Invalid type for '{param}': expected {expected}, but got {got} instead.",
+                    param=param, code="invalid_type")  # fmt: skip
+
+
+def upstream_usage_invalid() -> ApiError:
+    return ApiError(
+        502, "The model server reported no valid token usage; the answer cannot be metered.", "api_error",
+        "upstream_usage_invalid",
+    )  # fmt: skip
+
+
+def protocol_error(status, exc) -> ApiError:
+    """A request aiohttp could not parse (never echoes what was sent: it may carry secrets)."""
+    if isinstance(exc, LineTooLong):
+        line, limit = exc.args[0], exc.args[1]
+        first = line[:1].encode() if isinstance(line, str) else bytes(line[:1])
+        if first in (b"/", b"*"):  # a request target (origin or asterisk form)
+            return ApiError(414, f"Request line longer than {limit} bytes.", code="request_line_too_long")
+        return ApiError(431, f"Request header field longer than {limit} bytes.", code="request_header_too_large")
+    if status == 500:
+        return ApiError(500, "Internal gateway error.", "api_error", "internal_error")
+    if status == 504:
+        return ApiError(504, "The gateway timed out handling the request.", "api_error", "gateway_timeout")
+    return ApiError(status, "Malformed HTTP request.", code="invalid_http_request")

@@ -14,6 +14,8 @@ import secrets
 import time
 import uuid
 
+from .db import guarded
+
 KEY_PREFIX = "tfk-"
 NEGATIVE_CACHE_SECONDS = 2.0
 CACHE_MAX_ENTRIES = 100_000
@@ -63,8 +65,8 @@ WHERE k.hash = $1 AND k.revoked_at IS NULL AND t.deleted_at IS NULL
 class KeyCache:
     """hash -> KeyInfo (or None for unknown keys, briefly), flushed whenever the auth epoch moves."""
 
-    def __init__(self, pool, pepper: bytes, ttl: float):
-        self.pool, self.pepper, self.ttl = pool, pepper, ttl
+    def __init__(self, pool, pepper: bytes, ttl: float, timeout: float = 5.0):
+        self.pool, self.pepper, self.ttl, self.timeout = pool, pepper, ttl, timeout
         self.epoch: int | None = None
         self._entries: dict[bytes, tuple[KeyInfo | None, float]] = {}
 
@@ -96,6 +98,7 @@ class KeyCache:
     def forget(self, key: str) -> None:
         self._entries.pop(hash_key(self.pepper, key), None)
 
+    @guarded()
     async def _load(self, digest: bytes) -> KeyInfo | None:
         row = await self.pool.fetchrow(LOOKUP_SQL, digest)
         if row is None or not hmac.compare_digest(bytes(row["hash"]), digest):

@@ -51,9 +51,21 @@ class Metrics:
         self.meter_pending = Gauge(
             "tf_gateway_metering_pending_records", "Usage records not yet in PostgreSQL", registry=r
         )
-        self.meter_spooled = Counter("tf_gateway_metering_spooled_records", "Usage records spooled to disk", registry=r)
+        self.meter_spooled = Counter(
+            "tf_gateway_metering_spooled_records", "Usage records left journaled after a failed insert", registry=r
+        )
         self._routes: dict[tuple[str, str], RouteMetrics] = {}
         self.meter_written = Counter("tf_gateway_metering_written_records", "Usage records written", registry=r)
+        self.meter_replayed = Counter(
+            "tf_gateway_metering_replayed_records", "Usage records written from a journal on disk", registry=r
+        )
+        self.meter_rejected = Counter(
+            "tf_gateway_metering_rejected_records", "Usage records PostgreSQL refused (kept in rejected.jsonl)",
+            registry=r,
+        )  # fmt: skip
+        self.tls_reloads = Counter(
+            "tf_gateway_tls_certificate_reloads", "Certificate reloads of the public listener", ("result",), registry=r
+        )
 
     def route(self, model: str, tenant: str) -> RouteMetrics:
         """Label children for one (model, tenant), created once: labels() lookups cost more than the updates."""

@@ -1,4 +1,10 @@
-"""OpenAI-compatible routes: authenticate, route by `model`, rate-limit, forward, meter."""
+"""OpenAI-compatible routes: authenticate, check the metering fields, route by `model`, rate-limit, forward, meter.
+
+Metering order of a proxied request: journaled when admitted (before it is forwarded), a stream's progress
+journaled before its bytes go to the client, the ledger row journaled before the response's last byte
+(`data: [DONE]` of a stream). A response that cannot be metered is not handed out (non-streamed) or does not
+end as a success (streamed: an error event instead of `[DONE]`).
+"""
 
 from __future__ import annotations
 
@@ -12,15 +18,17 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from . import errors
+from . import errors, fields
 from .keys import bearer_token
-from .metering import UsageRecord
+from .metering import UsageRecord, opened_line
 from .ratelimit import scopes_for
-from .sse import SseFilter, token_counts, usage_of
+from .sse import DONE_EVENT, KEEP_ALL, KEEP_FINAL, KEEP_NONE, SseFilter, usage_of
 
 LOG = logging.getLogger("tokenfactory_gateway")
 UPSTREAM_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError)
 UTC = datetime.UTC
+RUNNING_USAGE_ENGINES = frozenset({"vllm"})  # engines that accept stream_options.continuous_usage_stats
+TRUNCATED = "upstream_stream_truncated"
 
 
 class Proxy:
@@ -55,9 +63,7 @@ class Proxy:
             try:
                 verdict = await gw.limiter.admit(scopes, gw.keys.epoch)
             except Exception as exc:
-                raise errors.ApiError(
-                    503, "Rate limiter unavailable.", "service_unavailable", "redis_unavailable"
-                ) from exc
+                raise errors.redis_unavailable() from exc
             if verdict.stale_epoch:
                 gw.keys.observe_epoch(verdict.epoch)
                 info = await gw.keys.lookup(key)
@@ -101,48 +107,60 @@ class Proxy:
         t0 = time.perf_counter()
         started = datetime.datetime.now(UTC)
         key, info = await self.authenticate(request, fresh=False)  # admit() below checks the epoch
-        raw = await request.read()
-        payload = _json_object(raw)
+        payload = _json_object(await request.read())
         model = payload.get("model")
         if not isinstance(model, str) or not model:
             raise errors.ApiError(400, "`model` is required and must be a string.", param="model", code="missing_model")
-        stream = payload.get("stream") is True
-        options = payload.get("stream_options")
-        wants_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
-        if stream and not wants_usage:
-            payload["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+        metered = fields.check(payload)
         info, dep, scopes = await self.admit(key, info, model)
-        log = request["log"]
-        log.update(model=model, deployment=dep.name, stream=stream)
-        call = Call(self.gw, request, info, dep, scopes, route, stream, t0, started)
+        if metered.stream:  # usage always comes back; on every chunk where the engine can do it
+            options = {**payload.get("stream_options", {}), "include_usage": True}
+            if dep.engine in RUNNING_USAGE_ENGINES:
+                options["continuous_usage_stats"] = True
+            payload["stream_options"] = options
+        keep = KEEP_ALL if metered.wants_running_usage else KEEP_FINAL if metered.wants_usage else KEEP_NONE
+        request["log"].update(model=model, deployment=dep.name, stream=metered.stream)
+        call = Call(self.gw, request, info, dep, scopes, route, metered.stream, t0, started)
         self.gw.metrics.in_flight.inc()
         self.gw.in_flight += 1
         try:
-            body = orjson.dumps(payload) if stream and not wants_usage else raw
-            return await call.run(body, strip_usage=stream and not wants_usage)
+            return await call.run(orjson.dumps(payload), keep)  # what was checked is what is sent
         finally:
             self.gw.in_flight -= 1
             self.gw.metrics.in_flight.dec()
+            call.record()  # no-op for a stream: recorded before its last byte
             call.finish()
 
 
 class Call:
-    """One proxied request: forwards it and turns what happened into metrics, a ledger record and a log."""
+    """One proxied request: forwards it and turns what happened into a ledger record, metrics and a log."""
 
     def __init__(self, gw, request, info, dep, scopes, route, stream, t0, started):
         self.gw, self.request, self.info, self.dep, self.scopes = gw, request, info, dep, scopes
         self.route, self.stream, self.t0, self.started = route, stream, t0, started
         self.status = 0
         self.error: str | None = None
-        self.usage: dict | None = None
+        self.usage: tuple[int, int] | None = None
         self.events = 0
         self.ttft: float | None = None
         self.disconnected = False
         self.request_id = uuid.uuid4()
+        self.rid = str(self.request_id)
         self.debited = False
+        self.opened = False
+        self.answered = False  # the engine answered 2xx: there must be usage
+        self.metered: tuple[int, int, bool] | None = None  # prompt, completion, estimated (set by record)
 
-    async def run(self, body: bytes, strip_usage: bool):
-        headers = {"Content-Type": "application/json", "X-Request-Id": str(self.request_id)}
+    async def run(self, body: bytes, keep: str):
+        try:
+            self.gw.meter.opened(self.rid, opened_line(self.rid, self.started, self.info, self.dep, self.route,
+                                                       self.stream))  # fmt: skip
+        except OSError as exc:
+            LOG.error("usage journal write failed, refusing the request: %s", exc)
+            raise errors.ApiError(503, "Usage metering unavailable; retry later.", "service_unavailable",
+                                  "metering_unavailable") from None  # fmt: skip
+        self.opened = True
+        headers = {"Content-Type": "application/json", "X-Request-Id": self.rid}
         try:
             upstream = await self.gw.session.post(self.dep.upstream + self.route, data=body, headers=headers)
         except TimeoutError:
@@ -151,16 +169,21 @@ class Call:
             raise self.fail(502, "Upstream model server unavailable.", "upstream_unavailable") from None
         async with upstream:
             self.status = upstream.status
-            if self.stream and upstream.status == 200 and upstream.content_type == "text/event-stream":
-                return await self.relay_stream(upstream, strip_usage)
+            ok = self.answered = 200 <= upstream.status < 300
+            if ok and upstream.content_type == "text/event-stream":  # also if the engine streams unasked
+                return await self.relay_stream(upstream, keep)
             try:
                 data = await upstream.read()
             except TimeoutError:
                 raise self.fail(504, "Upstream model server timed out.", "upstream_timeout") from None
             except UPSTREAM_ERRORS:
                 raise self.fail(502, "Upstream model server closed the connection.", "upstream_unavailable") from None
-            self.usage = usage_of(data) if upstream.status == 200 else None
-            if upstream.status >= 400:
+            if ok:
+                self.usage = usage_of(data)
+                if self.usage is None:
+                    self.status, self.error = 502, "upstream_usage_invalid"
+                    raise errors.upstream_usage_invalid()
+            else:
                 self.error = f"upstream status {upstream.status}"
             await self.debit()
             return web.Response(
@@ -168,22 +191,20 @@ class Call:
                 body=data,
                 headers={
                     "Content-Type": upstream.headers.get("Content-Type", "application/json"),
-                    "X-Request-Id": str(self.request_id),
+                    "X-Request-Id": self.rid,
                 },
             )
 
-    async def relay_stream(self, upstream, strip_usage: bool):
-        sse = SseFilter(strip_usage)
+    async def relay_stream(self, upstream, keep: str):
+        sse = SseFilter(keep)
         resp = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                "X-Request-Id": str(self.request_id),
-            }
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Request-Id": self.rid}
         )
         await resp.prepare(self.request)
         deadline = None
         last = None
+        journaled = None
+        meter = self.gw.meter
         itl = self.gw.metrics.route(self.dep.model, self.info.tenant).itl
         try:
             async for chunk in upstream.content.iter_any():
@@ -197,6 +218,10 @@ class Call:
                     for _event in range(fresh):  # events that arrived together share the gap
                         itl.observe(gap)
                     last, self.events = now, sse.content_events
+                progress = sse.usage or (0, sse.content_events)
+                if progress != journaled:  # on disk before the client can have these tokens
+                    meter.progressed(self.rid, progress[0], progress[1], sse.usage is None)
+                    journaled = progress
                 if self.disconnected:
                     if time.monotonic() > deadline:
                         self.error = "client disconnected; drain timeout"
@@ -208,33 +233,41 @@ class Call:
                     except ConnectionError:
                         self.disconnected, deadline = True, time.monotonic() + self.gw.cfg.drain_timeout
         except TimeoutError:
-            self.status, self.error = 504, "upstream timed out mid-stream"
+            self.status, self.error = 504, "upstream_timeout"
         except UPSTREAM_ERRORS:
-            self.status, self.error = 502, "upstream closed the stream"
-        except Exception:  # headers are sent: end the stream cleanly instead of a second response
+            self.status, self.error = 502, TRUNCATED
+        except Exception:  # headers are sent: end the stream with an error event instead of a second response
             LOG.exception("stream relay failed")
             self.status, self.error = 500, "gateway error mid-stream"
         tail = sse.finish()
+        drained_out = self.error is not None  # the client left and the drain timed out
         self.usage, self.error = sse.usage, self.error or sse.error
+        if 200 <= self.status < 300 and not drained_out:
+            if not sse.done:  # ended, cleanly or not, before [DONE]
+                self.status, self.error = 502, self.error or TRUNCATED
+            elif sse.usage_invalid or sse.usage is None:
+                self.status, self.error = 502, "upstream_usage_invalid"
         await self.debit()
+        self.record()  # journaled before the client gets its last byte
         if not self.disconnected:
             try:
-                if self.status != 200:
-                    tail += b"data: " + errors.error_body(self.error, "api_error", "upstream_error") + b"\n\n"
-                if tail:
-                    await resp.write(tail)
+                if 200 <= self.status < 300 and sse.done:
+                    tail += DONE_EVENT
+                else:
+                    tail += b"data: " + errors.error_body(*_stream_error(self.status, self.error)) + b"\n\n"
+                await resp.write(tail)
                 await resp.write_eof()
             except ConnectionError:
                 self.disconnected = True
         # The client has its last byte. Let streams whose chunks are already waiting be relayed before this
-        # one's bookkeeping (ledger record, metrics, access log): when many streams end at once, it would
-        # otherwise delay each of their last chunks by every earlier stream's bookkeeping.
+        # one's bookkeeping (metrics, access log): when many streams end at once, it would otherwise delay
+        # each of their last chunks by every earlier stream's bookkeeping.
         await asyncio.sleep(0)
         return resp
 
     async def debit(self) -> None:
         """Charge token limits with the real usage before the response completes (one Redis call)."""
-        prompt, completion = token_counts(self.usage)
+        prompt, completion = self.usage or (0, 0)
         if not any(s.tpm for s in self.scopes) or not prompt + completion:
             return
         self.debited = True
@@ -247,42 +280,55 @@ class Call:
         self.status, self.error = status, code
         return errors.ApiError(status, message, "api_error", code)
 
-    def finish(self) -> None:
-        """Meter, debit token limits, count and log; runs for every admitted request, also on errors."""
-        gw, info, dep = self.gw, self.info, self.dep
-        latency = time.perf_counter() - self.t0
-        prompt, completion = token_counts(self.usage)
-        estimated = self.usage is None and self.events > 0
-        if estimated:
+    def record(self) -> None:
+        """Journal and queue the ledger row (once; only for requests that were admitted and journaled)."""
+        if self.metered is not None or not self.opened:
+            return
+        prompt, completion = self.usage or (0, 0)
+        estimated = self.usage is None and (self.events > 0 or self.answered)
+        if self.usage is None:
             completion = self.events  # one streamed chunk per token: the best evidence left
-        status = self.status or 500
-        price = dep.price
-        cost = price.cost(prompt, completion)
-        gw.meter.record(
+        self.metered = (prompt, completion, estimated)
+        price = self.dep.price
+        self.gw.meter.record(
             UsageRecord(
                 request_id=self.request_id,
                 started_at=self.started,
                 finished_at=datetime.datetime.now(UTC),
-                tenant=info.tenant,
-                key_id=info.key_id,
-                model=dep.model,
-                deployment=dep.name,
+                tenant=self.info.tenant,
+                key_id=self.info.key_id,
+                model=self.dep.model,
+                deployment=self.dep.name,
                 route=self.route,
                 stream=self.stream,
-                status=status,
+                status=self.status or 500,
                 error=self.error,
                 client_disconnected=self.disconnected,
                 usage_estimated=estimated,
                 prompt_tokens=prompt,
                 completion_tokens=completion,
-                latency_ms=latency * 1000,
+                latency_ms=(time.perf_counter() - self.t0) * 1000,
                 ttft_ms=None if self.ttft is None else self.ttft * 1000,
                 currency=price.currency,
                 input_per_1m=price.input_per_1m,
                 output_per_1m=price.output_per_1m,
-                cost=cost,
+                cost=price.cost(prompt, completion),
             )
         )
+
+    def finish(self) -> None:
+        """Debit token limits (if not done yet), count and log; never raises (the row is already journaled)."""
+        if self.metered is None:
+            return
+        try:
+            self._count()
+        except Exception:
+            LOG.exception("request bookkeeping failed")
+
+    def _count(self) -> None:
+        gw, info, dep = self.gw, self.info, self.dep
+        prompt, completion, _estimated = self.metered
+        status = self.status or 500
         if prompt + completion and not self.debited and any(s.tpm for s in self.scopes):
             gw.spawn(gw.limiter.debit(self.scopes, prompt + completion))
         m = gw.metrics.route(dep.model, info.tenant)
@@ -291,14 +337,14 @@ class Call:
             gw.metrics.errors.labels(*m.labels, self.error or str(status)).inc()
         m.prompt.inc(prompt)
         m.completion.inc(completion)
-        m.cost_in(price.currency).inc(float(cost))
-        m.latency.observe(latency)
+        m.cost_in(dep.price.currency).inc(float(dep.price.cost(prompt, completion)))
+        m.latency.observe(time.perf_counter() - self.t0)
         if self.ttft is not None:
             m.ttft.observe(self.ttft)
         if self.disconnected:
             m.disconnects.inc()
         self.request["log"].update(
-            request_id=str(self.request_id),
+            request_id=self.rid,
             upstream_status=self.status,
             prompt_tokens=prompt,
             completion_tokens=completion,
@@ -306,6 +352,17 @@ class Call:
             client_disconnected=self.disconnected,
             error=self.error,
         )
+
+
+def _stream_error(status: int, error: str | None) -> tuple[str, str, str]:
+    """(message, type, code) of the error event that ends a stream which did not succeed."""
+    if error == TRUNCATED:
+        return "The model server closed the stream before it finished.", "api_error", TRUNCATED
+    if error == "upstream_usage_invalid":
+        return "The model server reported no valid token usage for this stream.", "api_error", error
+    if error == "upstream_timeout":
+        return "The model server timed out mid-stream.", "api_error", error
+    return error or f"upstream status {status}", "api_error", "upstream_error"
 
 
 def _json_object(body: bytes) -> dict:

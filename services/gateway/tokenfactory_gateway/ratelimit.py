@@ -13,8 +13,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
-ADMIT_LUA = """
-local epoch = redis.call('GET', KEYS[1]) or '0'
+from .invalidation import SEED_EPOCH
+
+ADMIT_LUA = (
+    SEED_EPOCH
+    + """
 if epoch ~= ARGV[1] then return {-1, 0, 0, epoch} end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -54,6 +57,7 @@ for i = 2, #KEYS do
 end
 return {1, 0, 0, epoch}
 """
+)
 
 DEBIT_LUA = """
 local clock = redis.call('TIME')

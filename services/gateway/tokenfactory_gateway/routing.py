@@ -68,6 +68,7 @@ class Deployment:
     model: str  # served model name (the OpenAI `model` field)
     upstream: str  # base URL without the trailing /v1
     endpoint: str = ""
+    engine: str = domain.ENGINE_DEFAULT  # spec.engine: how the engine's OpenAI server reports usage
     tenants: frozenset = frozenset()
     per_key: Limits = Limits()
     per_tenant: Limits = Limits()
@@ -82,6 +83,7 @@ class Deployment:
             "name": self.name,
             "model": self.model,
             "endpoint": self.endpoint,
+            "engine": self.engine,
             "upstream": self.upstream,
             "tenants": sorted(self.tenants),
             "rate_limits": {
@@ -133,6 +135,7 @@ def deployments_from_objects(objects, endpoint: str = "") -> list[Deployment]:
                 model=model,
                 upstream=normalise_upstream(upstream),
                 endpoint=spec.get("endpoint", ""),
+                engine=spec.get(domain.FIELDS["engine"]) or domain.ENGINE_DEFAULT,
                 tenants=frozenset(spec.get(domain.FIELDS["tenants"]) or ()),
                 **scopes,
                 price=Price.from_spec(spec.get(domain.FIELDS["pricing"]), f"{where} spec.pricing"),

@@ -56,6 +56,17 @@ MIGRATIONS = (
     CREATE INDEX usage_records_tenant_time ON usage_records (tenant, started_at);
     CREATE INDEX usage_records_key_time ON usage_records (key_id, started_at);
     """,
+    # Admin changes that take rights away count up `changed` in their own transaction; `published` follows once
+    # every replica was told (Redis). While changed > published an admin call retries telling them, and so does
+    # every replica in the background: a change saved while Redis was unreachable is announced when it is back.
+    """
+    CREATE TABLE auth_changes (
+        id integer PRIMARY KEY CHECK (id = 1),
+        changed bigint NOT NULL,
+        published bigint NOT NULL
+    );
+    INSERT INTO auth_changes VALUES (1, 0, 0);
+    """,
 )
 
 LOCK_ID = 0x7466_6777  # "tfgw"

@@ -1,4 +1,5 @@
-"""Server-sent-event passthrough that picks out `usage` (and errors) without re-encoding other events."""
+"""Server-sent-event relay that meters as it goes: picks out `usage` (checked, never trusted) and errors, removes
+the usage the client did not ask for, and holds back `[DONE]` so the relay sends it only once the row is safe."""
 
 from __future__ import annotations
 
@@ -6,28 +7,42 @@ import re
 
 import orjson
 
-# An event worth parsing: it carries a usage object or an error (one C-level scan per upstream read).
-INTERESTING = re.compile(rb'"usage": ?\{|"error" ?:')
+# An event worth parsing: it carries a usage object, an error or the end marker (one C-level scan per read).
+INTERESTING = re.compile(rb'"usage": ?\{|"error" ?:|\[DONE\]')
+MAX_USAGE_TOKENS = 100_000_000  # per request; anything larger (or negative, or not an integer) is not usage
+DONE_EVENT = b"data: [DONE]\n\n"
+KEEP_NONE, KEEP_FINAL, KEEP_ALL = "none", "final", "all"  # which usage the client sees
 
 
-def _interesting(chunk: bytes) -> bool:
-    return INTERESTING.search(chunk) is not None
+def checked_usage(usage) -> tuple[int, int] | None:
+    """(prompt, completion) of an OpenAI usage object, or None unless both are integers in 0..MAX_USAGE_TOKENS."""
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    # type() and not isinstance(): bool is an int subclass, and True is not a token count
+    if type(prompt) is not int or type(completion) is not int:
+        return None
+    return (prompt, completion) if 0 <= prompt <= MAX_USAGE_TOKENS and 0 <= completion <= MAX_USAGE_TOKENS else None
 
 
 class SseFilter:
     """Feed upstream bytes, get back the bytes to send to the client.
 
-    Complete events pass through byte for byte. Events carrying a `usage` object are parsed; when the
-    client did not ask for usage (`strip_usage`) the usage-only chunk is dropped, or its `usage`
-    field removed if the chunk also carries choices.
+    Events pass through byte for byte, except: usage the client did not ask for is removed (a usage-only chunk
+    dropped, the `usage` field of a chunk with choices removed and the chunk re-encoded), and `data: [DONE]` is
+    kept back (`done`). `usage` is the last valid (prompt, completion) seen: with running usage on every chunk
+    (vLLM's continuous_usage_stats) a stream cut short still says what was served. A usage object that is not
+    valid sets `usage_invalid`.
     """
 
-    __slots__ = ("_buf", "_started", "content_events", "error", "strip_usage", "usage")
+    __slots__ = ("_buf", "_started", "content_events", "done", "error", "keep", "usage", "usage_invalid")
 
-    def __init__(self, strip_usage: bool):
-        self.strip_usage = strip_usage
-        self.usage: dict | None = None
+    def __init__(self, keep: str = KEEP_NONE):
+        self.keep = keep
+        self.usage: tuple[int, int] | None = None
+        self.usage_invalid = False
         self.error: str | None = None
+        self.done = False
         self.content_events = 0  # chunks carrying generated output (a chat role preamble is not one)
         self._started = False
         self._buf = b""
@@ -47,36 +62,48 @@ class SseFilter:
         return self._process(rest + b"\n\n") if rest.strip() else b""
 
     def _process(self, complete: bytes) -> bytes:
-        if self._started and not _interesting(complete):
-            events = complete.count(b"\n\n")
-            self.content_events += events - (1 if b"data: [DONE]" in complete else 0)
+        if self._started and not self.done and INTERESTING.search(complete) is None:
+            self.content_events += complete.count(b"\n\n")
             return complete
-        return b"".join(self._event(e) for e in complete.split(b"\n\n")[:-1])
+        return b"".join([self._event(e) for e in complete.split(b"\n\n")[:-1]])
 
     def _event(self, event: bytes) -> bytes:
-        data = b"".join(line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:"))
-        if not data or data == b"[DONE]":
-            return event + b"\n\n"
+        if self.done:
+            return b""  # nothing follows [DONE]
+        if event.startswith(b"data: ") and b"\n" not in event:
+            data = event[6:]
+        else:
+            data = b"".join(line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:"))
+        if data == b"[DONE]":
+            self.done = True
+            return b""
+        whole = event + b"\n\n"
+        if not data:
+            return whole
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return event + b"\n\n"
+            return whole
         if not isinstance(obj, dict):
-            return event + b"\n\n"
-        if obj.get("error"):
-            err = obj["error"]
+            return whole
+        err = obj.get("error")
+        if err:
             self.error = str(err.get("message", err) if isinstance(err, dict) else err)[:500]
-        usage = obj.get("usage")
         choices = obj.get("choices")
         if choices and (self._started or not _is_preamble(choices)):
             self._started = True
             self.content_events += 1
+        usage = obj.get("usage")
         if not isinstance(usage, dict):
-            return event + b"\n\n"
-        self.usage = usage
-        if not self.strip_usage:
-            return event + b"\n\n"
-        if not obj.get("choices"):
+            return whole
+        counts = checked_usage(usage)
+        if counts is None:
+            self.usage_invalid = True
+        else:
+            self.usage = counts
+        if self.keep == KEEP_ALL or (self.keep == KEEP_FINAL and not choices):
+            return whole
+        if not choices:
             return b""
         del obj["usage"]
         return b"data: " + orjson.dumps(obj) + b"\n\n"
@@ -88,19 +115,10 @@ def _is_preamble(choices) -> bool:
     return isinstance(delta, dict) and "role" in delta and not delta.get("content") and not delta.get("tool_calls")
 
 
-def usage_of(body: bytes) -> dict | None:
-    """`usage` of a non-streamed OpenAI response body, if any."""
+def usage_of(body: bytes) -> tuple[int, int] | None:
+    """Checked usage of a non-streamed OpenAI response body; None when missing or not valid."""
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    usage = obj.get("usage") if isinstance(obj, dict) else None
-    return usage if isinstance(usage, dict) else None
-
-
-def token_counts(usage: dict | None) -> tuple[int, int]:
-    if not usage:
-        return 0, 0
-    prompt = usage.get("prompt_tokens") or 0
-    completion = usage.get("completion_tokens") or 0
-    return (prompt if isinstance(prompt, int) else 0), (completion if isinstance(completion, int) else 0)
+    return checked_usage(obj.get("usage")) if isinstance(obj, dict) else None

@@ -7,11 +7,13 @@ import re
 import uuid
 
 from . import domain
+from .db import guarded
 from .errors import ApiError
 from .keys import generate_key, hash_key
 
-TENANT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# Matched whole (fullmatch): `$` would also accept a trailing newline.
+TENANT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 LIMIT_FIELDS = tuple(domain.LIMIT_FIELDS)
 
 
@@ -20,7 +22,7 @@ class DryRun(Exception):
 
 
 def check_name(value, pattern, what):
-    if not isinstance(value, str) or not pattern.match(value):
+    if not isinstance(value, str) or not pattern.fullmatch(value):
         raise ApiError(400, f"{what} {value!r} is invalid: must match {pattern.pattern}", param="name")
 
 
@@ -77,8 +79,10 @@ def key_view(row) -> dict:
 
 
 class Store:
-    def __init__(self, pool, pepper: bytes):
-        self.pool, self.pepper = pool, pepper
+    """Every public method is bounded by the database timeout; an unavailable database answers 503."""
+
+    def __init__(self, pool, pepper: bytes, timeout: float = 5.0):
+        self.pool, self.pepper, self.timeout = pool, pepper, timeout
 
     async def _tenant(self, conn, name, lock=False):
         sql = "SELECT * FROM tenants WHERE name = $1 AND deleted_at IS NULL"
@@ -90,11 +94,13 @@ class Store:
         )
         return tenant_view(row, models)
 
+    @guarded()
     async def list_tenants(self) -> list[dict]:
         async with self.pool.acquire() as conn:
             names = await conn.fetch("SELECT name FROM tenants WHERE deleted_at IS NULL ORDER BY name")
             return [await self._tenant(conn, r["name"]) for r in names]
 
+    @guarded()
     async def get_tenant(self, name) -> dict | None:
         async with self.pool.acquire() as conn:
             return await self._tenant(conn, name)
@@ -134,7 +140,10 @@ class Store:
         await conn.executemany(
             "INSERT INTO tenant_models VALUES ($1, $2) ON CONFLICT DO NOTHING", [(name, m) for m in models]
         )
-        return before, await self._tenant(conn, name)
+        after = await self._tenant(conn, name)
+        if before is not None and before != after:
+            await _rights_changed(conn)  # limits or sharing may have shrunk
+        return before, after
 
     async def delete_tenant(self, name, dry_run) -> dict | None:
         return await self._in_tx(dry_run, self._delete_tenant, name)
@@ -145,8 +154,10 @@ class Store:
             await conn.execute("UPDATE api_keys SET revoked_at = now() WHERE tenant = $1 AND revoked_at IS NULL", name)
             await conn.execute("DELETE FROM tenant_models WHERE tenant = $1", name)
             await conn.execute("UPDATE tenants SET deleted_at = now() WHERE name = $1", name)
+            await _rights_changed(conn)
         return before
 
+    @guarded()
     async def list_keys(self, tenant, include_revoked=False) -> list[dict]:
         rows = await self.pool.fetch(
             "SELECT * FROM api_keys WHERE tenant = $1 AND (revoked_at IS NULL OR $2) ORDER BY name, created_at",
@@ -197,7 +208,10 @@ class Store:
             limits["tokens_per_minute"],
             row["expires_at"] if expires is ... else expires,
         )
-        return before, key_view(row), None
+        after = key_view(row)
+        if before != after:
+            await _rights_changed(conn)
+        return before, after, None
 
     async def revoke_key(self, tenant, name, dry_run) -> dict | None:
         return await self._in_tx(dry_run, self._revoke_key, tenant, name)
@@ -208,8 +222,22 @@ class Store:
             tenant,
             name,
         )
-        return key_view(row) if row else None
+        if row is None:
+            return None
+        await _rights_changed(conn)
+        return key_view(row)
 
+    @guarded()
+    async def pending_auth_change(self) -> int | None:
+        """The newest rights-removing change not yet announced to every replica, if any."""
+        row = await self.pool.fetchrow("SELECT changed, published FROM auth_changes")
+        return row["changed"] if row["changed"] > row["published"] else None
+
+    @guarded()
+    async def auth_change_published(self, changed: int) -> None:
+        await self.pool.execute("UPDATE auth_changes SET published = greatest(published, $1)", changed)
+
+    @guarded()
     async def _in_tx(self, dry_run, func, *args):
         result = None
         async with self.pool.acquire() as conn:
@@ -221,3 +249,7 @@ class Store:
             except DryRun:
                 pass
         return result
+
+
+async def _rights_changed(conn) -> None:
+    await conn.execute("UPDATE auth_changes SET changed = changed + 1")

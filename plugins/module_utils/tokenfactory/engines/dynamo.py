@@ -7,17 +7,22 @@ operator runs them and exposes the frontend as <name>-frontend."""
 from __future__ import annotations
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ResourceType
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import vllm, workload
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import pods, vllm, workload
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import PRODUCT_LABEL
 
 NAME = "dynamo"
 DYNAMO_GRAPH = ResourceType("nvidia.com/v1alpha1", "DynamoGraphDeployment", "dynamographdeployments")
 DEFAULT_IMAGE = ("nvcr.io/nvidia/ai-dynamo/vllm-runtime", "0.6.1")
 REQUIRED_CRD = workload.required_crd(DYNAMO_GRAPH, "engine dynamo needs the NVIDIA Dynamo operator")
-CHILD_TYPES, MULTINODE = (DYNAMO_GRAPH,), False
-layout, possible_children, observe = workload.operator_workload(DYNAMO_GRAPH, "DYNAMO", service_suffix="-frontend")
+MULTINODE = False
+CHILD_TYPES = (DYNAMO_GRAPH,)
+# The workers run vLLM: its derived flags stay the module's.
+MANAGED_FLAGS = vllm.MANAGED_FLAGS
+
+
+layout, possible_children = workload.operator_workload(DYNAMO_GRAPH, service_suffix="-frontend")
+observe = pods.operator_observer(DYNAMO_GRAPH, "DYNAMO")
 upstream_url = workload.service_upstream
-MANAGED_FLAGS = vllm.MANAGED_FLAGS  # the workers run vLLM: its derived flags stay the module's
 
 
 def render(md, model, provider, plan):
@@ -41,13 +46,16 @@ def render(md, model, provider, plan):
                     "Frontend": {
                         "componentType": "frontend",
                         "replicas": 1,
+                        # The frontend serves the OpenAI API and its metrics: scraped; every pod carries the label.
+                        "extraPodMetadata": workload.pod_metadata(name, NAME),
                         "extraPodSpec": {"mainContainer": {"image": image}},
                     },
                     "VllmWorker": {
                         "componentType": "worker",
                         "replicas": spec["replicas"],
+                        "extraPodMetadata": {"labels": workload.labels(name, NAME)},
                         "resources": {"limits": {"gpu": str(spec["gpusPerReplica"])}},
-                        "envs": workload.credential_env(provider) + workload.user_env(spec),
+                        "envs": workload.provider_env(provider) + workload.user_env(spec),
                         "extraPodSpec": {
                             "nodeSelector": {PRODUCT_LABEL: spec["gpuType"]},
                             "mainContainer": {

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ResourceType
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import vllm, workload
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import pods, vllm, workload
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import (
     GPU_RESOURCE,
     PRODUCT_LABEL,
@@ -18,9 +18,13 @@ DEFAULT_IMAGE = ("nvcr.io/nim/meta/llama-3.1-8b-instruct", "1.8.4")
 REQUIRED_CRD = workload.required_crd(NIM_SERVICE, "engine nim needs the NVIDIA NIM Operator (NIMService CRD)")
 MULTINODE = False
 CHILD_TYPES = (NIM_SERVICE,)
-MANAGED_FLAGS = vllm.MANAGED_FLAGS  # NIM serves with vLLM inside: the same flags stay the module's
-# The NIM Operator runs the pods and exposes the OpenAI server as a Service named like the NIMService.
-layout, possible_children, observe = workload.operator_workload(NIM_SERVICE, "NIM")
+# NIM serves with vLLM inside: the same flags stay the module's.
+MANAGED_FLAGS = vllm.MANAGED_FLAGS
+METRICS_PATH = "/v1/metrics"
+
+
+layout, possible_children = workload.operator_workload(NIM_SERVICE)
+observe = pods.operator_observer(NIM_SERVICE, "NIM")
 upstream_url = workload.service_upstream
 
 
@@ -34,6 +38,8 @@ def render(md, model, provider, plan):
         "metadata": workload.child_metadata(md, name, NAME),
         "spec": {
             "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+            # The operator copies these onto the pods: status and Prometheus find them by them.
+            **workload.pod_metadata(name, NAME, METRICS_PATH),
             "authSecret": secret.get("name", f"{name}-ngc"),
             "replicas": spec["replicas"],
             "resources": {"limits": {GPU_RESOURCE: str(spec["gpusPerReplica"])}},

@@ -10,25 +10,16 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client impo
     DEPLOYMENT,
     HPA,
     PDB,
-    POD,
     SERVICE,
     STATEFUL_SET,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.objects import conditions
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import rollout
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import (
-    FAILED,
-    PENDING,
-    PROGRESSING,
-    READY,
-)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import pods as engine_pods
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.workload import (
     ENGINE_PORT,
-    MODEL_DEPLOYMENT_LABEL,
     POD_INDEX_LABEL,
     child_metadata,
     image_of,
-    labels,
+    pod_metadata,
     pod_spec,
     selector_labels,
     service,
@@ -128,7 +119,7 @@ def deployment(md, model, provider, plan):
             # A GPU cannot be shared by old and new pod: replace instead of surging.
             "strategy": {"type": "Recreate"},
             "template": {
-                "metadata": {"labels": labels(name, NAME)},
+                "metadata": pod_metadata(name, NAME),
                 "spec": pod_spec(spec, provider, plan, image_of(spec, DEFAULT_IMAGE), ["vllm", "serve"], args),
             },
         },
@@ -177,7 +168,7 @@ def ranks(md, model, provider, plan):
             "replicas": nodes,
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": selector_labels(name)},
-            "template": {"metadata": {"labels": labels(name, NAME)}, "spec": template},
+            "template": {"metadata": pod_metadata(name, NAME), "spec": template},
         },
     }
 
@@ -247,44 +238,15 @@ def render(md, model, provider, plan):
     return children
 
 
-def pod_state(pods):
-    """(nodes the pods run on, scheduler complaint or '')."""
-    nodes = sorted({p["spec"]["nodeName"] for p in pods if p.get("spec", {}).get("nodeName")})
-    for pod in pods:
-        for condition in conditions(pod):
-            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-                return (
-                    nodes,
-                    f"{pod['metadata']['name']}: {condition.get('reason')}: {condition.get('message', '')}".strip(),
-                )
-    return nodes, ""
-
-
-def workload_phase(spec, workload, pods, plan):
-    """(phase, message, nodes) of the vLLM Deployment/StatefulSet: Ready only once the rollout is complete
-    (every replica runs the current spec and is available; see k8s/waiter.py), Failed when it cannot finish."""
-    desired = (workload or {}).get("spec", {}).get("replicas", spec["replicas"])
-    nodes, unscheduled = pod_state(pods)
-    if desired == 0:
-        return PENDING, "scaled to zero replicas", nodes
-    state = rollout(workload) if workload is not None else None
-    if state is not None and state.failed:
-        return FAILED, state.message, nodes
-    if state is not None and state.done:
-        return READY, state.message, nodes
-    if unscheduled:
-        prefix = f"{plan['note']}; " if plan.get("note") else ""
-        return PENDING, f"{prefix}{unscheduled}", nodes
-    return PROGRESSING, state.message if state is not None else "waiting for the workload to be created", nodes
-
-
 def observe(client, md, plan):
-    """What the cluster reports about the workload: phase, message, nodes, ready replicas."""
-    name, namespace = md["metadata"]["name"], md["metadata"]["namespace"]
+    """What the cluster reports about the workload and its pods: phase, message, nodes, ready replicas."""
+    namespace, spec = md["metadata"]["namespace"], md["spec"]
     rtype = STATEFUL_SET if plan["workload"]["kind"] == STATEFUL_SET.kind else DEPLOYMENT
     workload = client.get(rtype, plan["workload"]["name"], namespace)
-    pods = client.list(POD, namespace, f"{MODEL_DEPLOYMENT_LABEL}={name}")
-    phase, message, nodes = workload_phase(md["spec"], workload, pods, plan)
+    pods = engine_pods.pods_of(client, md)
+    # A StatefulSet's replicas are the ranks of one model replica: all of them must be ready.
+    desired = (workload or {}).get("spec", {}).get("replicas", spec["replicas"])
+    phase, message, nodes = engine_pods.workload_phase(client, desired, workload, pods, plan.get("note", ""))
     ready = (workload or {}).get("status", {}).get("readyReplicas", 0)
     return {"phase": phase, "message": message, "nodes": nodes, "readyReplicas": ready}
 

@@ -6,7 +6,6 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.de
     deployment_spec,
     service_name,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.vllm import workload_phase
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment as planner
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
@@ -117,55 +116,3 @@ def test_two_gpus_need_a_fabric_pair():
     assert (plan["nodesPerReplica"], plan["gpusPerPod"]) == (2, 1)
     with pytest.raises(ValidationError, match="exactly 1 replica"):
         plan_deployment(deployment_spec(md_params(gpus_per_replica=2, replicas=2)), QWEN_05B, PAIR, [], "fail")
-
-
-def deployment(generation=1, observed=1, **status):
-    return {
-        "kind": "Deployment",
-        "metadata": {"name": "qwen", "generation": generation},
-        "spec": {"replicas": 1},
-        "status": {"observedGeneration": observed, **status},
-    }
-
-
-def test_workload_phase():
-    spec = deployment_spec(md_params())
-    plan = {"note": ""}
-    done = deployment(replicas=1, updatedReplicas=1, readyReplicas=1, availableReplicas=1)
-    pod = {"metadata": {"name": "qwen-x"}, "spec": {"nodeName": "spark-1"}, "status": {}}
-    assert workload_phase(spec, done, [pod], plan) == ("Ready", "1/1 updated and available", ["spark-1"])
-    pending = {
-        "metadata": {"name": "qwen-y"},
-        "spec": {},
-        "status": {
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.",
-                }
-            ]
-        },
-    }
-    phase, message, nodes = workload_phase(spec, deployment(replicas=1, updatedReplicas=1), [pending], plan)
-    assert (phase, nodes) == ("Pending", [])
-    assert "Insufficient nvidia.com/gpu" in message
-
-
-def test_a_new_spec_not_yet_rolled_out_is_not_ready_while_the_old_pod_serves():
-    """The old pod is ready, but the controller has not even seen the new spec: Progressing, not Ready."""
-    spec = deployment_spec(md_params())
-    old_pod_ready = deployment(generation=2, observed=1, replicas=1, updatedReplicas=1, readyReplicas=1,
-                               availableReplicas=1)  # fmt: skip
-    phase, message, _nodes = workload_phase(spec, old_pod_ready, [], {"note": ""})
-    assert (phase, message) == ("Progressing", "waiting for the deployment controller to observe the new spec")
-
-
-def test_a_rollout_past_its_deadline_is_failed():
-    stuck = deployment(replicas=1, updatedReplicas=1, readyReplicas=0, availableReplicas=0)
-    stuck["status"]["conditions"] = [
-        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "too slow"}
-    ]
-    phase, message, _nodes = workload_phase(deployment_spec(md_params()), stuck, [], {"note": ""})
-    assert phase == "Failed" and "progress deadline" in message
