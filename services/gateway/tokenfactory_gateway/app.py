@@ -26,6 +26,7 @@ from .metering import MeterWriter
 from .metrics import Metrics
 from .proxy import Proxy
 from .ratelimit import RateLimiter
+from .runtime import RuntimeProbe
 from .sources import RoutingRefresher, make_source
 from .store import Store
 
@@ -48,9 +49,11 @@ class Gateway:
         self.pool = self.redis = self.session = None
         self.keys = self.limiter = self.meter = self.store = self.routing = self.invalidation = None
         self._settler = None
+        self.runtime = RuntimeProbe(self.metrics, cfg.event_loop_probe_seconds)
 
     async def start(self) -> None:
         cfg = self.cfg
+        self.runtime.start()
         self.pool = await db.create_pool(cfg.database_url, cfg.database_timeout)
         async with self.pool.acquire(timeout=cfg.database_timeout) as conn:
             await schema.migrate(conn)
@@ -86,6 +89,7 @@ class Gateway:
 
     async def stop(self) -> None:
         """After the public listener drained: nothing here may hang (every wait is bounded)."""
+        self.runtime.stop()
         for part in (self._settler, self.routing, self.invalidation):
             if isinstance(part, asyncio.Task):
                 part.cancel()
