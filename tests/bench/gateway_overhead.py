@@ -279,6 +279,8 @@ def main() -> int:
     parser.add_argument("--skip", default="", help="comma list of targets to leave out (litellm, envoy)")
     parser.add_argument("--no-pin", dest="pin", action="store_false", help="let every process use every core")
     parser.add_argument("--baseline", help="services/gateway dir of another build, measured as target 'baseline'")
+    parser.add_argument("--baseline-settings", default="", metavar="K=V,...",
+                        help="settings of the baseline (--baseline services/gateway: A/B of a setting)")  # fmt: skip
     parser.add_argument("--profile", help="directory for py-spy samples of the gateway at the top level")
     parser.add_argument("--tls", action="store_true", help="also a gateway with an HTTPS public listener")
     parser.add_argument("--instructions", type=int, default=0, metavar="N",
@@ -309,9 +311,13 @@ def main() -> int:
             "a/a": (upstream.base_url, {}, None),  # direct again: its "added" is the noise floor of the run
             "gateway": (gateway.url, {"Authorization": f"Bearer {key}"}, gateway.replicas[0].proc.pid),
         }
-        if args.baseline:  # a build from before the internal listener takes one listener for everything
-            base = Gateway(postgres, redis, objects, source=args.baseline, routing_refresh_seconds=5)
-            base.add_replica(internal_listen=None)
+        internal = {"gateway": gateway.admin_url}  # gateways that report their own GC pauses and loop lag
+        if args.baseline:
+            settings = dict(item.split("=", 1) for item in filter(None, args.baseline_settings.split(",")))
+            base = Gateway(postgres, redis, objects, source=args.baseline, routing_refresh_seconds=5, **settings)
+            base.add_replica(**_listeners_of(args.baseline))
+            if not _listeners_of(args.baseline):
+                internal["baseline"] = base.admin_url
             cleanup.append(base.stop)
             auth = {"Authorization": f"Bearer {base.create_key('bench')}"}
             targets["baseline"] = (base.url, auth, base.replicas[0].proc.pid)
@@ -321,6 +327,7 @@ def main() -> int:
             cleanup.append(secured.stop)
             auth = {"Authorization": f"Bearer {secured.create_key('bench')}"}
             targets["gw+tls"] = (secured.url.replace("127.0.0.1", "localhost"), auth, secured.replicas[0].proc.pid)
+            internal["gw+tls"] = secured.admin_url
         if "litellm" not in skip:
             master = "sk-" + secrets.token_hex(16)
             url, proc = start_litellm(upstream.base_url, workdir, master)
@@ -341,12 +348,13 @@ def main() -> int:
         ok = True
         profile = Profile(args.profile, gateway.replicas[0].proc.pid) if args.profile else None
         for arrivals in args.arrivals.split(","):
-            runtime = RuntimeStats(gateway.admin_url)
+            runtime = {name: RuntimeStats(url) for name, url in internal.items()}
             results = run_levels(args, levels, targets, stream_s if arrivals == "steady" else 0.0, tls, profile,
                                  runtime)  # fmt: skip
             print(f"\n== arrivals: {arrivals} ({ARRIVALS[arrivals]})")
             print_table(results, levels, list(targets))
-            runtime.report(max(levels), results[max(levels), "gateway"]["requests"])
+            for name, stats in runtime.items():
+                stats.report(name, max(levels), results[max(levels), name]["requests"])
             passed = verdict(results, levels)
             if arrivals == "steady":
                 ok = ok and passed
@@ -374,12 +382,12 @@ def run_levels(args, levels, targets, stagger_s: float, tls=None, profile=None, 
         rounds = {name: [] for name in targets}
         for _round in range(args.rounds):
             for name, (url, headers, pid) in targets.items():
-                top = name == "gateway" and streams == max(levels)
+                top = streams == max(levels)
                 context = tls if name == "gw+tls" else None
                 label = "steady" if stagger_s else "burst"
                 with (
-                    profile.sampling(label) if profile and top else contextlib.nullcontext(),
-                    runtime.window() if runtime and top else contextlib.nullcontext(),
+                    profile.sampling(label) if profile and top and name == "gateway" else contextlib.nullcontext(),
+                    runtime[name].window() if runtime and top and name in runtime else contextlib.nullcontext(),
                 ):
                     rounds[name].append(
                         asyncio.run(measure(url, headers, streams, per_stream, pid, stagger_s, context))
@@ -404,6 +412,12 @@ def start_tls_gateway(postgres, redis, objects, workdir: pathlib.Path):
     return gateway, ssl.create_default_context(cafile=str(workdir / "ca.pem"))
 
 
+def _listeners_of(source: str) -> dict:
+    """A build from before the internal listener takes one listener for everything."""
+    config = pathlib.Path(source) / "tokenfactory_gateway" / "config.py"
+    return {} if "internal_listen" in config.read_text() else {"internal_listen": None}
+
+
 def count_instructions(postgres, redis, objects, sources: dict, requests: int, workdir: pathlib.Path) -> None:
     """Instructions executed per request by each gateway build, under valgrind's callgrind (about 50x slower,
     so few requests): counted from after a warm-up to the end of `requests` streamed requests at 16 streams."""
@@ -414,8 +428,7 @@ def count_instructions(postgres, redis, objects, sources: dict, requests: int, w
         wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"]
         gateway = Gateway(postgres, redis, objects, source=source, routing_refresh_seconds=5)
         try:
-            extra = {"internal_listen": None} if source else {}
-            gateway.add_replica(wrapper=wrapper, timeout=900, **extra)
+            gateway.add_replica(wrapper=wrapper, timeout=900, **(_listeners_of(source) if source else {}))
             headers = {"Authorization": f"Bearer {gateway.create_key('bench')}"}
             pid = gateway.replicas[0].proc.pid
             asyncio.run(_streams(gateway.url, headers, 16, 16))  # warm-up: connections, caches, code paths
@@ -487,7 +500,7 @@ class RuntimeStats:
         after = self._read()
         self.delta.update({k: after[k] - before.get(k, 0) for k in after})
 
-    def report(self, streams: int, requests: int) -> None:
+    def report(self, name: str, streams: int, requests: int) -> None:
         def over(family, generation, seconds):
             total = self.delta[(family, generation, "count", "")]
             within = self.delta[(family, generation, "bucket", _le(seconds))]
@@ -500,7 +513,7 @@ class RuntimeStats:
             lines.append(f"gen{generation} {count} ({total_ms:.1f} ms in all, {long_1} over 1 ms)")
         lag, lag_1 = over(self.FAMILIES[1], "", 0.001)
         _lag, lag_3 = over(self.FAMILIES[1], "", 0.003)
-        print(f"gateway runtime at {streams} streams, {requests} requests: GC pauses {', '.join(lines)}; "
+        print(f"{name} runtime at {streams} streams, {requests} requests: GC CPU {', '.join(lines)}; "
               f"event-loop lag probes {lag}, over 1 ms {lag_1}, over 3 ms {lag_3}")  # fmt: skip
 
 

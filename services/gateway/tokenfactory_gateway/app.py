@@ -49,11 +49,10 @@ class Gateway:
         self.pool = self.redis = self.session = None
         self.keys = self.limiter = self.meter = self.store = self.routing = self.invalidation = None
         self._settler = None
-        self.runtime = RuntimeProbe(self.metrics, cfg.event_loop_probe_seconds)
+        self.runtime = RuntimeProbe(self.metrics, cfg.event_loop_probe_seconds, cfg.gc_young_threshold)
 
     async def start(self) -> None:
         cfg = self.cfg
-        self.runtime.start()
         self.pool = await db.create_pool(cfg.database_url, cfg.database_timeout)
         async with self.pool.acquire(timeout=cfg.database_timeout) as conn:
             await schema.migrate(conn)
@@ -86,6 +85,7 @@ class Gateway:
             cookie_jar=aiohttp.DummyCookieJar(),  # one session serves every tenant: never keep upstream cookies
         )
         self._settler = asyncio.create_task(self._settle_auth_loop())
+        self.runtime.start()
 
     async def stop(self) -> None:
         """After the public listener drained: nothing here may hang (every wait is bounded)."""

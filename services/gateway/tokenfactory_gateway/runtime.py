@@ -20,12 +20,17 @@ TRACE_ENV = "TF_GATEWAY_TRACE_SLOW_CALLBACKS_MS"
 
 
 class RuntimeProbe:
-    def __init__(self, metrics, interval: float):
-        self.metrics, self.interval = metrics, interval
+    def __init__(self, metrics, interval: float, young_threshold: int = 700):
+        self.metrics, self.interval, self.young_threshold = metrics, interval, young_threshold
         self._gc_started = 0.0
         self._task = None
 
     def start(self) -> None:
+        """Called once the process has started up (imports, routing table): what exists now is frozen, so
+        collections never traverse it again."""
+        _first, *older = gc.get_threshold()
+        gc.set_threshold(self.young_threshold, *older)
+        gc.freeze()
         gc.callbacks.append(self._on_gc)
         if self.interval:
             self._task = asyncio.create_task(self._watch_lag())
