@@ -54,7 +54,7 @@ class Config:
     spool_dir: str = "/var/lib/tokenfactory-gateway/spool"  # the usage journal; survives a container restart
     spool_fsync_seconds: float = 1.0  # journal fsync period (host crash window); 0: never fsync
     event_loop_probe_seconds: float = 0.1  # period of the event-loop lag probe (0: off)
-    gc_young_threshold: int = 700  # allocations between young-generation collections (Python's default: 700)
+    gc_young_threshold: int = 50_000  # allocations between young collections (Python: 700; see docs/gateway.md)
     access_log: bool = True
     log_level: str = "INFO"
 

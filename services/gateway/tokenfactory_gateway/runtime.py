@@ -20,7 +20,7 @@ TRACE_ENV = "TF_GATEWAY_TRACE_SLOW_CALLBACKS_MS"
 
 
 class RuntimeProbe:
-    def __init__(self, metrics, interval: float, young_threshold: int = 700):
+    def __init__(self, metrics, interval: float, young_threshold: int = 50_000):
         self.metrics, self.interval, self.young_threshold = metrics, interval, young_threshold
         self._gc_started = 0.0
         self._task = None
