@@ -1,4 +1,5 @@
-"""Long-running lab processes (real vLLM, Prometheus, PostgreSQL, Redis, gateway): started detached once, reused.
+"""Long-running lab processes (real vLLM, Prometheus, node-exporter, PostgreSQL, Redis, gateway, and the SIMULATED
+DCGM exporter): started detached once, reused.
 
     python -m lab.services ensure vllm --port 18800      # prints {"status": "started"|"running", "url": ...}
     python -m lab.services stop-all
@@ -29,7 +30,7 @@ import yaml
 from lab.datastores import PostgresServer, RedisServer
 from lab.engine import install
 from lab.engine.vllm import ENGINE_ENV, VllmServer
-from lab.paths import GATEWAY_DIR, lab_root
+from lab.paths import GATEWAY_DIR, REPO_ROOT, lab_root
 
 
 @dataclasses.dataclass
@@ -95,6 +96,24 @@ def prometheus_launch(port, args):
     return Launch(argv, http_ready(f"http://127.0.0.1:{port}/-/ready"), [*argv, digest(config)])
 
 
+def node_exporter_launch(port, args):
+    # This machine's real memory and CPU; the lab labels it as the simulated GB10 node (unified memory).
+    argv = [
+        str(pathlib.Path(args.bin_dir) / "node_exporter"),
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--collector.disable-defaults",
+        "--collector.meminfo",
+        "--collector.loadavg",
+        "--collector.cpu",
+    ]
+    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/metrics"), argv)
+
+
+def dcgm_exporter_launch(port, args):
+    argv = [sys.executable, "-m", "lab.simulated_dcgm_exporter", "--port", str(port), "--file", str(args.file)]
+    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/metrics"), argv, env={"PYTHONPATH": str(REPO_ROOT)})
+
+
 def postgres_server(port, args):
     return PostgresServer(directory=state_dir(args.cluster) / "postgres", port=port)
 
@@ -127,7 +146,9 @@ def gateway_launch(port, args):
 
 
 SERVICES = {
+    "dcgm-exporter": dcgm_exporter_launch,
     "gateway": gateway_launch,
+    "node-exporter": node_exporter_launch,
     "postgres": postgres_launch,
     "prometheus": prometheus_launch,
     "redis": redis_launch,
@@ -235,7 +256,8 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--served-name", default="tiny-qwen2")
     parser.add_argument("--config", help="prometheus, gateway: configuration file")
-    parser.add_argument("--bin-dir", help="prometheus: directory with the prometheus binary")
+    parser.add_argument("--bin-dir", help="prometheus, node-exporter: directory with the binaries")
+    parser.add_argument("--file", help="dcgm-exporter: DCGM exposition text to serve (re-read on every scrape)")
     parser.add_argument("--secret-file", action="append", default=[], help="gateway: credential file it reads")
     parser.add_argument("--database", type=sql_name, default="tokenfactory", help="postgres: database to create")
     parser.add_argument("--user", type=sql_name, default="tokenfactory", help="postgres: owner role to create")

@@ -5,7 +5,7 @@ TEST_TIERS += test-e2e
 LAB_INVENTORY := inventories/lab/hosts.yml
 # Build steps of the pieces the lab runs (each cached; added as the pieces exist).
 LAB_PREREQS := $(if $(wildcard mk/k8s-lab.mk),lab-bins) $(if $(wildcard mk/engine.mk),engine) \
-  $(if $(wildcard mk/hosts.mk),host-image)
+  $(if $(wildcard mk/hosts.mk),host-image) $(if $(wildcard mk/observability.mk),prometheus)
 
 ## Run the lab (prints what is simulated first, the summary and report paths last).
 lab: bootstrap $(LAB_PREREQS)

@@ -264,11 +264,18 @@ status:
   type: dict
   contains:
     phase:
-      description: Pending, Progressing, Ready or Failed.
+      description:
+        - What the engine's pods report when the module runs. V(Pending) (queued, unschedulable or scaled to zero),
+          V(Progressing) (rolling out), V(Ready) (every replica updated and available; the only phase the gateway
+          routes to) or V(Failed) (a pod stuck in CrashLoopBackOff, ImagePullBackOff, ErrImagePull or another state
+          it does not leave by itself, or a rollout past its progress deadline). With O(wait=true) a V(Failed)
+          deployment fails the module at once.
       type: str
       sample: Ready
     message:
-      description: Why it is in this phase (scheduler message, ready counts, queue note).
+      description:
+        - Why it is in this phase (scheduler message, rollout counts, queue note); for V(Failed) the pod, container,
+          reason, last exit code and the container's last log lines.
       type: str
     servedModelName:
       description: OpenAI model name.
@@ -491,6 +498,8 @@ class Deployer:
         def check():
             latest["status"] = self.observe(applied, spec, plan, endpoint, cluster)
             status = latest["status"]
+            if status["phase"] == "Failed":  # a stuck pod or a rollout past its deadline: no use waiting
+                raise K8sError(0, f"ModelDeployment {self.namespace}/{self.name} failed: {status['message']}")
             done = status if status["phase"] == "Ready" else None
             return done, f"{status['phase']}: {status['message']}"
 

@@ -26,10 +26,11 @@ description:
   - Errors are counted by kind, including errors sent inside an HTTP 200 event stream, HTTP 429
     (C(rate_limited), never counted as latency), time-outs and dropped connections. Failed requests are
     excluded from the latency statistics and checked by O(slo.max_error_rate).
-  - With O(metrics_url), the engine's Prometheus metrics are read before, during (every O(scrape_interval)
-    seconds) and after the run - KV-cache usage average and peak, running/waiting requests, preemptions,
-    prefix-cache hit rate, server-side TTFT/ITL/E2E estimated from histogram deltas (approximate), and the
-    generated-token delta, which must equal the client's usage sum when nothing else uses the engine.
+  - With O(metrics_url), the engine's Prometheus metrics are read before, during (0.1 s apart at first, then
+    at most every O(scrape_interval) seconds) and after the run - KV-cache usage average and peak,
+    running/waiting requests, preemptions, prefix-cache hit rate, server-side TTFT/ITL/E2E estimated from
+    histogram deltas (approximate), and the generated-token delta, which must equal the client's usage sum
+    when nothing else uses the engine.
   - The run is bounded by O(max_duration); requests still in flight then fail with kind C(deadline).
   - Needs only the Python standard library (3.10 or later) on the host that runs it, so it runs in an AWX
     execution environment as is. Usually run on the controller (C(delegate_to=localhost)) or a host next to
@@ -135,7 +136,9 @@ options:
     description: Bearer token for O(metrics_url) if it needs one. Never logged or returned.
     type: str
   scrape_interval:
-    description: Seconds between metric samples during the run.
+    description:
+      - Longest gap in seconds between metric samples during the run. Sampling starts 0.1 s apart and the gap
+        doubles up to this value, so short runs still have points; one more sample is taken when the load ends.
     type: float
     default: 1.0
   slo:
@@ -180,6 +183,36 @@ options:
   ca_path:
     description: CA bundle file for HTTPS endpoints.
     type: path
+  memory_bound:
+    description:
+      - Compare the measured decode rate with the bound memory bandwidth sets (RV(validation.memory_bound)).
+      - A decode step reads the weights once for the batch and every stream's KV cache, so bytes per decoded
+        token = O(memory_bound.weights_bytes) / streams + context x O(memory_bound.kv_bytes_per_token), and the
+        bound is bandwidth x O(memory_bound.gpus) / that. Streams are the requests in flight (Little's law), the
+        context the mean prompt plus half the mean output; measured = streams x 1000 / mean TPOT.
+      - C(playbooks/validate.yml) fills it from the ModelDeployment's status (capacity, placement).
+    type: dict
+    suboptions:
+      gpu_type:
+        description:
+          - GPU product (C(nvidia.com/gpu.product)) whose data-sheet bandwidth is used.
+          - For example V(NVIDIA-GB10) (273 GB/s).
+        type: str
+      memory_bandwidth_gbps:
+        description: Memory bandwidth in GB/s per GPU; required when O(memory_bound.gpu_type) is not a known product.
+        type: float
+      weights_bytes:
+        description: Bytes of the model's weights.
+        type: int
+        required: true
+      kv_bytes_per_token:
+        description: KV-cache bytes per token of context (all layers, K and V).
+        type: int
+        required: true
+      gpus:
+        description: GPUs of one replica (tensor parallel).
+        type: int
+        default: 1
 notes:
   - A failed request has no latency; a deployment answering everything with HTTP 429 therefore shows no latency
     values and fails the error-rate objective.
@@ -276,6 +309,12 @@ validation:
     distributions:
       description: Histograms of TTFT and ITL in milliseconds.
       type: dict
+    memory_bound:
+      description:
+        - With O(memory_bound) - decode_tokens_per_s (measured), bound_tokens_per_s, fraction_of_bound,
+          above_bound, streams, context_tokens, bytes_read_per_decoded and the inputs; computed is false (with a
+          reason) without decode data.
+      type: dict
     first_token_at:
       description: Epoch seconds of the first successful token (used for time-to-serving).
       type: float
@@ -287,7 +326,9 @@ validation:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import memory_bound
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.validation import plan, run_validation
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import MEMORY_BANDWIDTH_GBPS
 
 SLO_SPEC = {
     "percentile": {"type": "float", "default": 95},
@@ -326,7 +367,30 @@ ARGUMENT_SPEC = {
     "return_requests": {"type": "bool", "default": False},
     "validate_certs": {"type": "bool", "default": True},
     "ca_path": {"type": "path"},
+    "memory_bound": {
+        "type": "dict",
+        "options": {
+            "gpu_type": {"type": "str"},
+            "memory_bandwidth_gbps": {"type": "float"},
+            "weights_bytes": {"type": "int", "required": True},
+            "kv_bytes_per_token": {"type": "int", "required": True, "no_log": False},
+            "gpus": {"type": "int", "default": 1},
+        },
+    },
 }
+
+
+def bandwidth(bound):
+    """GB/s for memory_bound: the explicit figure, else the data sheet of gpu_type."""
+    if bound.get("memory_bandwidth_gbps"):
+        return bound["memory_bandwidth_gbps"]
+    if bound.get("gpu_type") in MEMORY_BANDWIDTH_GBPS:
+        return MEMORY_BANDWIDTH_GBPS[bound["gpu_type"]]
+    known = ", ".join(sorted(MEMORY_BANDWIDTH_GBPS))
+    raise ValueError(
+        f"memory_bound: bandwidth of {bound.get('gpu_type')!r} unknown; set memory_bound.memory_bandwidth_gbps "
+        f"or a gpu_type of {known}"
+    )
 
 
 def summary_line(result):
@@ -335,6 +399,12 @@ def summary_line(result):
         value = result.get(f"p95_{metric}_ms")
         parts.append(f"{label} p95 {value:.1f} ms" if value is not None else f"{label} p95 n/a")
     parts.append(f"{result['output_throughput']:.0f} output tok/s")
+    bound = result.get("memory_bound") or {}
+    if bound.get("computed"):
+        parts.append(
+            f"decode {bound['decode_tokens_per_s']:.0f} tok/s = {bound['fraction_of_bound']:.1%} of the "
+            f"memory-bandwidth limit ({bound['bound_tokens_per_s']:.0f} tok/s)"
+        )
     rate_limited = result["errors"]["rate_limited"]
     if rate_limited:
         parts.append(f"{rate_limited} rate-limited (HTTP 429)")
@@ -353,6 +423,7 @@ def main():
     options["slo"] = {k: v for k, v in (options["slo"] or {}).items() if v is not None}
     try:
         planned = plan(options)
+        gbps = bandwidth(options["memory_bound"]) if options["memory_bound"] else None
     except ValueError as exc:
         module.fail_json(msg=f"invalid options: {exc}")
     if module.check_mode:
@@ -361,6 +432,11 @@ def main():
         result = run_validation(options)
     except ValueError as exc:
         module.fail_json(msg=f"invalid options: {exc}")
+    if gbps is not None:
+        bound = options["memory_bound"]
+        result["memory_bound"] = memory_bound.summarize(
+            result, gbps, bound["weights_bytes"], bound["kv_bytes_per_token"], bound["gpus"], bound.get("gpu_type")
+        )
     msg = summary_line(result)
     passed = result["slo"]["passed"]
     if module.params["fail_on_slo_breach"] and not passed:

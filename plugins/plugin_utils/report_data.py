@@ -122,6 +122,7 @@ def summary_table(doc):
         "E2E p95",
         "out tok/s",
         "KV peak",
+        "BW limit",
         "429",
         "SLO",
     )
@@ -129,6 +130,7 @@ def summary_table(doc):
     for item in doc["validations"]:
         v = item["validation"]
         kv = (v.get("server") or {}).get("kv_cache_usage", {}).get("peak")
+        bound = v.get("memory_bound") or {}
         rows.append(
             (
                 str(v.get("deployment")),
@@ -140,6 +142,7 @@ def summary_table(doc):
                 f"{_ms(v.get('p95_e2el_ms'))} ms",
                 f"{v['output_throughput']:.0f}",
                 f"{kv * 100:.0f}%" if kv is not None else "-",
+                f"{bound['fraction_of_bound']:.1%}" if bound.get("computed") else "-",
                 str(v["errors"]["rate_limited"]),
                 "PASS" if v["slo"]["passed"] else "FAIL",
             )
@@ -147,6 +150,10 @@ def summary_table(doc):
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    for item in doc["validations"]:
+        line = memory_bound_line(item["validation"])
+        if line:
+            lines.append(f"{item['validation'].get('deployment')}: {line}")
     rollout = doc["rollout"]
     if rollout.get("total_s") is not None:
         line = f"rollout: {rollout['total_s']:.1f} s in {rollout['tasks']} tasks"
@@ -154,6 +161,26 @@ def summary_table(doc):
             line += f", first task -> serving endpoint {rollout['first_task_to_serving_s']:.1f} s"
         lines.append(line)
     return "\n".join(lines)
+
+
+def memory_bound_line(v):
+    """The measured decode rate next to the memory-bandwidth limit, in words (None without the inputs)."""
+    bound = v.get("memory_bound")
+    if not bound:
+        return None
+    if not bound.get("computed"):
+        return f"memory-bandwidth limit not computed: {bound.get('reason')}"
+    gpu = f"{bound.get('gpu_type') or 'GPU'} {bound['memory_bandwidth_gbps']:g} GB/s"
+    gpu += f" x {bound['gpus']}" if bound.get("gpus", 1) > 1 else ""
+    line = (
+        f"decode {bound['decode_tokens_per_s']:.0f} tok/s is {bound['fraction_of_bound']:.1%} of the memory-bandwidth "
+        f"limit {bound['bound_tokens_per_s']:.0f} tok/s ({gpu} / {bound['bytes_read_per_decoded'] / 1e6:.2f} MB read "
+        f"per token: {bound['weights_bytes'] / 1e9:.2f} GB weights / {bound['streams']:.1f} streams + "
+        f"{bound['context_tokens']:.0f} tokens x {bound['kv_bytes_per_context_position'] / 1024:.1f} KiB KV)"
+    )
+    if bound.get("above_bound"):
+        line += "; above the limit: the model served is smaller than the one sized, or the GPU is not the one named"
+    return line
 
 
 def junit_xml(doc):

@@ -9,6 +9,7 @@ import datetime
 from html import escape
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.stats import METRIC_LABELS, METRICS
+from ansible_collections.tokenfactory.spark.plugins.plugin_utils import report_data
 from ansible_collections.tokenfactory.spark.plugins.plugin_utils import report_svg as svg
 
 CSS = """
@@ -63,6 +64,7 @@ def _overview(doc):
                 _num(v.get("p95_e2el_ms")),
                 _num(v.get("output_throughput")),
                 _num(v.get("request_goodput"), 2),
+                _bound_cell(v),
                 str(v["errors"]["rate_limited"]),
                 _verdict(v["slo"]["passed"]),
             ]
@@ -78,11 +80,17 @@ def _overview(doc):
             "E2E p95 ms",
             "output tok/s",
             "goodput req/s",
+            "memory-bandwidth limit",
             "HTTP 429",
             "SLO",
         ],
         rows,
     )
+
+
+def _bound_cell(v):
+    bound = v.get("memory_bound") or {}
+    return _num(bound["fraction_of_bound"] * 100, 1, "%") if bound.get("computed") else "-"
 
 
 def _latency_table(v):
@@ -197,6 +205,13 @@ def _charts(v):
     return '<div class="charts">' + "".join(charts) + "</div>"
 
 
+def _memory_bound(v):
+    line = report_data.memory_bound_line(v)
+    if line is None:
+        return ""
+    return f'<p class="bound">Memory bandwidth: {escape(line)}.</p>'
+
+
 def _errors(v):
     errors = v["errors"]
     if not errors["by_kind"]:
@@ -235,6 +250,7 @@ started {_when(v.get("started_at"))}, duration {_num(v.get("duration"), 2)} s.</
 <p>Throughput: {_num(v.get("request_throughput"), 2)} req/s, {_num(v.get("output_throughput"))} output tok/s,
 {_num(v.get("total_token_throughput"))} total tok/s; tokens in {v.get("total_input_tokens")} /
 out {v.get("total_output_tokens")}{escape(tokens_note)}; {escape(token_line)}.</p>
+{_memory_bound(v)}
 <h3>Service level objectives</h3>{_slo_table(v)}
 <h3>Latency (client, successful requests)</h3>{_latency_table(v)}
 {_charts(v)}

@@ -58,7 +58,8 @@ def test_simulation_boundary_is_printed_first(lab_runs):
     first_task = out.index("TASK [")
     banner = out.index("SIMULATED: GPUs")
     assert banner < out.index("TASK [", first_task + 1)
-    for what in ("SIMULATED: GPU Operator", "SIMULATED: ConnectX-7 link", "REAL: Kubernetes"):
+    simulated = ("SIMULATED: GPU Operator", "SIMULATED: ConnectX-7 link", "SIMULATED: DCGM exporter")
+    for what in (*simulated, "REAL: Kubernetes"):
         assert what in out
 
 
@@ -91,10 +92,20 @@ def test_simulated_gpu_nodes_were_verified(lab_runs):
     assert re.search(r"spark-\d+: 1 x NVIDIA-GB10", lab_runs["cold"])
 
 
-def test_dashboard_queries_answered_by_the_real_engine(lab_runs):
+def test_dashboard_queries_answered_by_live_series(lab_runs):
+    """Every query of the three dashboards (engine, gateway and GPU panels) and every template variable."""
     for run in ("cold", "warm"):
-        match = re.search(r"Dashboard: (\d+) queries answered with live data", lab_runs[run])
-        assert match and int(match.group(1)) >= 24, run
+        text = " ".join(lab_runs[run].split())
+        match = re.search(r"Dashboards: (\d+) queries and variables answered with live data", text)
+        assert match and int(match.group(1)) >= 45, run
+        statuses = re.search(r"HTTP statuses of the check's requests: (\{[^}]*\})", text).group(1)
+        assert "429" in statuses and "400" in statuses, statuses
+
+
+def test_health_gate_opens_on_the_healthy_simulated_gb10(lab_runs):
+    for run in ("cold", "warm"):
+        text = " ".join(lab_runs[run].split())
+        assert "1 GPU node(s) (spark-01)" in text and "Health gate open." in text, run
 
 
 def test_validation_summary_and_reports(lab_runs):
@@ -131,7 +142,7 @@ def test_validation_went_through_the_gateway_and_was_metered(lab_runs):
 def test_gateway_credentials_and_key_are_0600_files_never_printed(lab_runs):
     gateway_dir = lab_root() / "tf-lab-gateway"
     reports = "".join(path.read_text() for path in (ROOT / "reports/lab").glob("lab.*"))
-    for name in ("admin-token", "key-pepper", "lab-validation.key"):
+    for name in ("admin-token", "key-pepper", "lab-validation.key", "lab-dashboard-check.key"):
         path = gateway_dir / name
         assert path.stat().st_mode & 0o777 == 0o600, name
         secret = path.read_text().strip()

@@ -50,6 +50,7 @@ class UpstreamConfig:
     end_after_chunks: int | None = None  # end the HTTP body cleanly after N chunks, without usage or [DONE]
     die_after_requests: int | None = None  # serve N generation requests, then stop listening and drop all
     journal: str | None = None  # append-only file of what was counted: survives a kill -9 of this process
+    metric_names: str = "vllm"  # name the /metrics series as vllm, nim (served at /v1/metrics too) or dynamo
 
 
 def completion_text(tokens: int) -> str:
@@ -168,7 +169,7 @@ class SyntheticUpstream:
         self.config = UpstreamConfig(**options)
         self.port = port
         self.subprocess = subprocess
-        self.metrics = EngineMetrics(self.config.model, self.config.kv_cache_tokens)
+        self.metrics = EngineMetrics(self.config.model, self.config.kv_cache_tokens, self.config.metric_names)
         self.received: collections.deque = collections.deque(maxlen=1000)  # (method, path, headers, body)
         self.generation_requests = 0
         self.died = threading.Event()  # set when die_after_requests fired
@@ -292,7 +293,7 @@ class SyntheticUpstream:
         keep = request.keep_alive
         if route == ("GET", "/health"):
             await http11.send(writer, 200, b"", "application/json", keep)
-        elif route == ("GET", "/metrics"):
+        elif request.method == "GET" and request.path in ("/metrics", self.metrics.names["path"]):
             await http11.send(writer, 200, self.metrics.render().encode(), "text/plain; version=0.0.4", keep)
         elif route == ("GET", "/v1/models"):
             await http11.send_json(writer, 200, self._models(), keep)
@@ -425,7 +426,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Deterministic OpenAI-compatible upstream (vLLM-shaped).")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed as READY <url>)")
     for field in dataclasses.fields(UpstreamConfig):
-        kind = str if field.name in ("model", "journal") else float if field.name.endswith("_ms") else int
+        text = field.name in ("model", "journal", "metric_names")
+        kind = str if text else float if field.name.endswith("_ms") else int
         parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default)
     return parser.parse_args(argv)
 

@@ -74,6 +74,7 @@ NAMESPACE = ResourceType("v1", "Namespace", "namespaces", namespaced=False)
 SECRET = ResourceType("v1", "Secret", "secrets")
 SERVICE = ResourceType("v1", "Service", "services")
 POD = ResourceType("v1", "Pod", "pods")
+ENDPOINT_SLICE = ResourceType("discovery.k8s.io/v1", "EndpointSlice", "endpointslices")
 DEPLOYMENT = ResourceType("apps/v1", "Deployment", "deployments")
 STATEFUL_SET = ResourceType("apps/v1", "StatefulSet", "statefulsets")
 HPA = ResourceType("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers")
@@ -139,8 +140,9 @@ class KubeClient:
         self.timeout = params.get("request_timeout") or 30
         self.field_manager = field_manager
 
-    def request(self, method, path, body=None, query=None, content_type="application/json"):
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+    def request(self, method, path, body=None, query=None, content_type="application/json", text=False):
+        """The decoded JSON answer (text=True: the answer as text, e.g. a pod log)."""
+        headers = {"Accept": "*/*" if text else "application/json", "Content-Type": content_type}
         query_pairs = [(k, v) for k, v in (query or {}).items() if v is not None]
         try:
             serialized = self.api.param_serialize(
@@ -155,16 +157,18 @@ class KubeClient:
             data = response.read()
         except Exception as exc:
             raise K8sError(0, f"{method} {path}: cannot reach the API server: {exc}") from exc
-        text = data.decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else str(data or "")
+        answer = data.decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else str(data or "")
         if not 200 <= response.status <= 299:
-            message, reason = text, ""
+            message, reason = answer, ""
             try:
-                status = json.loads(text)
-                message, reason = status.get("message", text), status.get("reason", "")
+                status = json.loads(answer)
+                message, reason = status.get("message", answer), status.get("reason", "")
             except ValueError:
                 pass
             raise K8sError(response.status, message, reason)
-        return json.loads(text) if text else {}
+        if text:
+            return answer
+        return json.loads(answer) if answer else {}
 
     def get(self, rtype, name, namespace=None):
         """The object, or None when it does not exist."""
@@ -174,6 +178,15 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise
+
+    def log(self, pod, namespace, container, tail_lines=None, previous=False):
+        """The last lines of a pod container's log (previous=True: of its run before the last restart)."""
+        query = {
+            "container": container,
+            "tailLines": None if tail_lines is None else str(tail_lines),
+            "previous": "true" if previous else None,
+        }
+        return self.request("GET", POD.path(namespace, pod, "log"), query=query, text=True)
 
     def list(self, rtype, namespace=None, label_selector=None):
         query = {"labelSelector": label_selector}

@@ -20,9 +20,10 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.http_s
     redact_url,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.loadgen import LoadGenerator, LoadSpec
-from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import prom_scrape, stats
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import event_loop, prom_scrape, stats
 
 SCHEMA = "tokenfactory.spark/validation/v1"
+FIRST_SAMPLE_GAP = 0.1  # seconds between the first engine gauge samples (then doubling up to scrape_interval)
 LOAD_OPTIONS = (
     "mode",
     "concurrency",
@@ -60,7 +61,7 @@ def plan(options):
 
 
 def run_validation(options):
-    return asyncio.run(_run(options))
+    return event_loop.run(_run(options))
 
 
 async def _run(options):
@@ -182,17 +183,25 @@ class _MetricsReader:
         return after
 
     async def sample_loop(self):
+        """Gauge samples from the start of the load: 0.1 s apart at first, the gap doubling up to scrape_interval,
+        so a run of a second or two still charts KV cache and queue; one more sample when the load ends."""
         if self.target is None:
             return
+        wait = min(FIRST_SAMPLE_GAP, self.interval)
         while not self._stop.is_set():
-            started = time.perf_counter()
-            body = await self._get(max(3.0, 2 * self.interval))
-            if body is not None:
-                sample = prom_scrape.sample_gauges(body, self.model)
-                sample["t"] = started
-                self.samples.append(sample)
+            await self._sample()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.interval)
+                await asyncio.wait_for(self._stop.wait(), wait)
+            wait = min(wait * 2, self.interval)
+        await self._sample()
+
+    async def _sample(self):
+        started = time.perf_counter()
+        body = await self._get(max(3.0, 2 * self.interval))
+        if body is not None:
+            sample = prom_scrape.sample_gauges(body, self.model)
+            sample["t"] = started
+            self.samples.append(sample)
 
     def stop(self):
         self._stop.set()

@@ -39,12 +39,14 @@ ROUTABLE_PHASES = [READY]
 
 # ---- enums ------------------------------------------------------------------------------------------
 COMPUTE_PROFILES = ["gpu", "cpu"]
-# Per provider type: the source format the Model must use, and the env variable engines read the credential from.
+# Per provider type: the source format the Model must use, the env variable engines read the credential from and
+# the one that points them at Provider.spec.url (a mirror of the hub, an S3 endpoint) when it is set.
 PROVIDER_TYPES = {
     "huggingface": {
         "source": r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$",
         "sourceExample": "a Hugging Face repo id like Qwen/Qwen2-0.5B-Instruct",
         "credentialEnv": "HF_TOKEN",
+        "urlEnv": "HF_ENDPOINT",
     },
     "ngc": {
         "source": r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)+(:[A-Za-z0-9._-]+)?$",
@@ -55,6 +57,7 @@ PROVIDER_TYPES = {
         "source": r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$",
         "sourceExample": "an object storage URL like s3://bucket/path/to/model",
         "credentialEnv": "AWS_SECRET_ACCESS_KEY",
+        "urlEnv": "AWS_ENDPOINT_URL",
     },
 }
 # Weight storage types and bytes per parameter (4-bit formats carry block scales: about 4.5 bits per weight).

@@ -13,6 +13,13 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 FABRIC_LABEL = "tokenfactory.io/fabric"
 # GPUs whose memory is the node's LPDDR (no separate HBM): usable GPU memory = node memory.
 UNIFIED_MEMORY_PRODUCTS = frozenset({"NVIDIA-GB10"})
+# Peak memory bandwidth in GB/s (NVIDIA data sheets), by nvidia.com/gpu.product: the decode-rate bound.
+MEMORY_BANDWIDTH_GBPS = {
+    "NVIDIA-GB10": 273,
+    "NVIDIA-H100-80GB-HBM3": 3350,
+    "NVIDIA-A100-SXM4-80GB": 2039,
+    "NVIDIA-L40S": 864,
+}
 
 
 def _int_label(labels, key):

@@ -7,12 +7,13 @@ operator runs them and exposes the frontend as <name>-frontend."""
 from __future__ import annotations
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ResourceType
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import vllm
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import pods, vllm
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.workload import (
     child_metadata,
-    credential_env,
     image_of,
-    operator_phase,
+    labels,
+    pod_metadata,
+    provider_env,
     service_url,
     user_env,
 )
@@ -65,13 +66,16 @@ def render(md, model, provider, plan):
                     "Frontend": {
                         "componentType": "frontend",
                         "replicas": 1,
+                        # The frontend serves the OpenAI API and its metrics: scraped; every pod carries the label.
+                        "extraPodMetadata": pod_metadata(name, NAME),
                         "extraPodSpec": {"mainContainer": {"image": image}},
                     },
                     "VllmWorker": {
                         "componentType": "worker",
                         "replicas": spec["replicas"],
+                        "extraPodMetadata": {"labels": labels(name, NAME)},
                         "resources": {"limits": {"gpu": str(spec["gpusPerReplica"])}},
-                        "envs": credential_env(provider) + user_env(spec),
+                        "envs": provider_env(provider) + user_env(spec),
                         "extraPodSpec": {
                             "nodeSelector": {PRODUCT_LABEL: spec["gpuType"]},
                             "mainContainer": {
@@ -89,8 +93,7 @@ def render(md, model, provider, plan):
 
 def observe(client, md, plan):
     child = client.get(DYNAMO_GRAPH, plan["workload"]["name"], md["metadata"]["namespace"])
-    phase, message = operator_phase(child, "DYNAMO")
-    return {"phase": phase, "message": message, "nodes": [], "readyReplicas": 0}
+    return pods.operator_observe(client, md, child, "DYNAMO")
 
 
 def upstream_url(md, plan):

@@ -6,12 +6,12 @@
 from __future__ import annotations
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ResourceType
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import vllm
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import pods, vllm
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.workload import (
     ENGINE_PORT,
     child_metadata,
     image_of,
-    operator_phase,
+    pod_metadata,
     service_url,
     user_env,
 )
@@ -32,6 +32,7 @@ MULTINODE = False
 CHILD_TYPES = (NIM_SERVICE,)
 # NIM serves with vLLM inside: the same flags stay the module's.
 MANAGED_FLAGS = vllm.MANAGED_FLAGS
+METRICS_PATH = "/v1/metrics"
 
 
 def layout(spec, plan, name):
@@ -52,6 +53,8 @@ def render(md, model, provider, plan):
         "metadata": child_metadata(md, name, NAME),
         "spec": {
             "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+            # The operator copies these onto the pods: status and Prometheus find them by them.
+            **pod_metadata(name, NAME, METRICS_PATH),
             "authSecret": secret.get("name", f"{name}-ngc"),
             "replicas": spec["replicas"],
             "resources": {"limits": {GPU_RESOURCE: str(spec["gpusPerReplica"])}},
@@ -76,8 +79,7 @@ def render(md, model, provider, plan):
 
 def observe(client, md, plan):
     child = client.get(NIM_SERVICE, plan["workload"]["name"], md["metadata"]["namespace"])
-    phase, message = operator_phase(child, "NIM")
-    return {"phase": phase, "message": message, "nodes": [], "readyReplicas": 0}
+    return pods.operator_observe(client, md, child, "NIM")
 
 
 def upstream_url(md, plan):
