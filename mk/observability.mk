@@ -4,9 +4,11 @@
 .PHONY: prometheus test-observability
 TEST_TIERS += test-observability
 
-## Build (or reuse) prometheus, promtool and node_exporter under $TF_CACHE (cold ~10 min, warm instant).
+## Build (or reuse) prometheus, promtool and node_exporter under $TF_CACHE (cold ~10 min, warm instant), and the
+## Prometheus Operator's PrometheusRule CRD (the real schema the rules are checked against).
 prometheus:
 	nice -n 10 scripts/ensure-prometheus >/dev/null
+	scripts/ensure-prometheus-operator-crds >/dev/null
 
 # Measured 2026-12-04: 5 min 46 s wall warm, 54 s CPU, load average 11-15 (shared machine, `make lab` beside it).
 test-observability: bootstrap prometheus lab-bins gateway-deps

@@ -62,6 +62,7 @@ options:
         C(/v1) is appended when missing.
     type: str
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.object
 """
@@ -106,6 +107,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ki
     MODEL_DEPLOYMENT,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import PENDING, READY
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
@@ -118,7 +120,6 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.re
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.secrets import (
     ensure_with_secret,
-    owned_secret,
 )
 
 
@@ -138,7 +139,7 @@ def gateway_state(client, gateway):
     name, namespace = gateway["serviceName"], gateway["namespace"]
     where = f"gateway Service {namespace}/{name}"
     if client.get(SERVICE, name, namespace) is None:
-        return "Pending", f"{where} does not exist (deploy the gateway role)", 0
+        return PENDING, f"{where} does not exist (deploy the gateway role)", 0
     slices = client.list(ENDPOINT_SLICE, namespace, f"kubernetes.io/service-name={name}")
     ready = sum(
         1
@@ -147,8 +148,8 @@ def gateway_state(client, gateway):
         if (address.get("conditions") or {}).get("ready", True)
     )
     if ready:
-        return "Ready", f"{where}: {ready} ready gateway pod(s)", ready
-    return "Pending", f"{where} has no ready gateway pod", 0
+        return READY, f"{where}: {ready} ready gateway pod(s)", ready
+    return PENDING, f"{where} has no ready gateway pod", 0
 
 
 def tls_spec(tfm, name):
@@ -195,10 +196,8 @@ def main():
         if secret_name:
             spec["tls"] = {"secretName": secret_name}
 
-        def secret_for(owner):
-            return owned_secret(owner, secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
-
-        applied = ensure_with_secret(tfm.objects, tf_object("Endpoint", name, namespace, spec), secret_for)
+        secret = (secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
+        applied = ensure_with_secret(tfm.objects, tf_object("Endpoint", name, namespace, spec), secret)
         phase, message, ready = gateway_state(tfm.client, spec["gateway"])
         status = {
             "phase": phase,
@@ -208,10 +207,8 @@ def main():
             "computeCluster": params["compute_cluster"],
         }
         stored = tfm.objects.write_status(applied, status)
-        result = {"endpoint": stored, "base_url": status["baseURL"]}
-        if secret_name:
-            result["tls_secret"] = secret_name
-        return result
+        tls = {"tls_secret": secret_name} if secret_name else {}
+        return {"endpoint": stored, "base_url": status["baseURL"], **tls}
 
     run_object(tfm, ENDPOINT, "endpoint", present, used_by=(MODEL_DEPLOYMENT, "endpoint"))
 

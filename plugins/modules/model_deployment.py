@@ -208,6 +208,7 @@ options:
     default: fail
     choices: [fail, queue]
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.object
 notes:
@@ -330,7 +331,9 @@ progress:
 """
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import K8sError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import RolloutFailed
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import FAILED, PENDING, READY
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import (
     deployment_spec,
     service_name,
@@ -414,8 +417,8 @@ class Deployer:
     def observe(self, md, spec, plan, endpoint, cluster):
         seen = engine_of(spec).observe(self.client, md, plan)
         phase, message, nodes = seen["phase"], seen["message"], seen["nodes"]
-        if plan["note"] and phase != "Ready":
-            message = plan["note"] if phase != "Pending" else message
+        if plan["note"] and phase != READY:
+            message = plan["note"] if phase != PENDING else message
         fabrics = sorted(
             {n.get("fabric") for n in cluster["status"]["nodes"] if n["name"] in nodes and n.get("fabric")}
         )
@@ -481,6 +484,8 @@ class Deployer:
         if params["wait"] and not tfm.check_mode and not plan["note"]:
             status = self.wait_ready(applied, spec, plan, endpoint, cluster)
         stored = objects.write_status(applied, status)
+        if params["wait"] and status["phase"] == FAILED:
+            raise RolloutFailed(f"ModelDeployment {self.namespace}/{self.name} failed: {status['message']}")
         return {
             "model_deployment": stored,
             "status": status,
@@ -498,9 +503,8 @@ class Deployer:
         def check():
             latest["status"] = self.observe(applied, spec, plan, endpoint, cluster)
             status = latest["status"]
-            if status["phase"] == "Failed":  # a stuck pod or a rollout past its deadline: no use waiting
-                raise K8sError(0, f"ModelDeployment {self.namespace}/{self.name} failed: {status['message']}")
-            done = status if status["phase"] == "Ready" else None
+            # Failed (a stuck pod, a rollout past its deadline) ends the wait at once: present() then fails.
+            done = status if status["phase"] in (READY, FAILED) else None
             return done, f"{status['phase']}: {status['message']}"
 
         try:

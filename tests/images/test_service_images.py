@@ -7,11 +7,11 @@ import json
 import os
 import pathlib
 import subprocess
-import time
 import uuid
 
 import pytest
 
+from lab.wait import wait_until
 from tests.playbooks.ansible_run import ROOT
 
 pytestmark = [pytest.mark.molecule, pytest.mark.slow]
@@ -55,15 +55,6 @@ def run(images):
         podman("rmi", "-f", ref, check=False)
 
 
-def wait_for(check, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(1)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 def test_every_archive_is_an_oci_archive_with_its_digest(images):
     for ref, entry in images.items():
         index = json.loads(
@@ -103,12 +94,14 @@ def test_postgres_speaks_the_library_postgres_environment_and_keeps_its_data(run
                 check=False,
             )
 
-        wait_for(lambda: psql(env["POSTGRES_PASSWORD"], "select 1").stdout.strip() == "1", "PostgreSQL")
+        wait_until(lambda: psql(env["POSTGRES_PASSWORD"], "select 1").stdout.strip() == "1", what="PostgreSQL")
         assert "password authentication failed" in psql("wrong", "select 1").stderr
         assert psql(env["POSTGRES_PASSWORD"], "create table kept (v int); insert into kept values (7)").returncode == 0
         podman("rm", "-f", name)
         again = run("localhost/tokenfactory-postgres:15", env=env, volume=f"{volume}:/var/lib/postgresql/data")
-        wait_for(lambda: psql(env["POSTGRES_PASSWORD"], "select v from kept", again).stdout.strip() == "7", "data")
+        wait_until(
+            lambda: psql(env["POSTGRES_PASSWORD"], "select v from kept", again).stdout.strip() == "7", what="data"
+        )
         assert "initialized" not in podman("logs", again).stdout  # initdb ran once
     finally:
         podman("volume", "rm", "-f", volume, check=False)
@@ -116,9 +109,9 @@ def test_postgres_speaks_the_library_postgres_environment_and_keeps_its_data(run
 
 def test_redis_takes_its_password_from_the_arguments(run):
     name = run("localhost/tokenfactory-redis:7", "--requirepass", "pw-redis-123", "--save", "", "--appendonly", "no")
-    wait_for(
+    wait_until(
         lambda: podman("exec", name, "redis-cli", "-a", "pw-redis-123", "ping", check=False).stdout.strip() == "PONG",
-        "Redis",
+        what="Redis",
     )
     assert "NOAUTH" in podman("exec", name, "redis-cli", "ping", check=False).stdout
 

@@ -10,13 +10,17 @@ import os
 import pathlib
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
+from lab.paths import REPO_ROOT
 from lab.processes import free_port
 from lab.wait import wait_until
+
+DCGM_TEXTS = REPO_ROOT / "lab/fixtures/dcgm"
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -142,3 +146,36 @@ class Prometheus(Process):
             return wait_until(check, timeout, what, interval=0.5)
         except TimeoutError as exc:
             raise AssertionError(f"{exc}\n{self.log_tail(20)}") from exc
+
+
+def simulated_dcgm_exporter(workdir, case, name="dcgm"):
+    """The SIMULATED DCGM exporter serving a copy of lab/fixtures/dcgm/CASE.prom: (process, port, served file)."""
+    served = pathlib.Path(workdir) / f"{name}.prom"
+    served.write_bytes((DCGM_TEXTS / f"{case}.prom").read_bytes())
+    port = free_port()
+    argv = [sys.executable, "-m", "lab.simulated_dcgm_exporter", "--port", str(port), "--file", str(served)]
+    proc = Process(argv, pathlib.Path(workdir) / f"{name}.log", env={"PYTHONPATH": str(REPO_ROOT)}).start()
+    wait_until(lambda: _answers(f"http://127.0.0.1:{port}/metrics"), 30, "the simulated DCGM exporter")
+    return proc, port, served
+
+
+def set_gpu_state(served, case):
+    """Swap what the simulated exporter serves (atomically: a scrape never reads half a file)."""
+    tmp = served.with_suffix(".tmp")
+    tmp.write_bytes((DCGM_TEXTS / f"{case}.prom").read_bytes())
+    tmp.replace(served)
+
+
+def node_exporter(workdir):
+    """The real node_exporter (memory only) on a free port: (process, port)."""
+    port = free_port()
+    argv = [str(bin_dir() / "node_exporter"), f"--web.listen-address=127.0.0.1:{port}",
+            "--collector.disable-defaults", "--collector.meminfo"]  # fmt: skip
+    proc = Process(argv, pathlib.Path(workdir) / "node-exporter.log").start()
+    wait_until(lambda: _answers(f"http://127.0.0.1:{port}/metrics"), 30, "node_exporter")
+    return proc, port
+
+
+def _answers(url):
+    with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback
+        return response.status == 200

@@ -4,8 +4,6 @@ playbooks/health_gate.yml (module cluster_health_info) reads the lab API server'
 The GPU's state changes by rewriting the exporter's file: healthy, thermal throttling, lost, healthy, XID 79."""
 
 import json
-import shutil
-import sys
 
 import pytest
 import yaml
@@ -13,11 +11,10 @@ import yaml
 from lab.paths import REPO_ROOT
 from lab.processes import free_port
 from tests.observability.fixtures import render
-from tests.observability.prometheus import Process, Prometheus, bin_dir
+from tests.observability.prometheus import Prometheus, node_exporter, set_gpu_state, simulated_dcgm_exporter
 from tests.playbooks.ansible_run import run_playbook
 
 pytestmark = [pytest.mark.observability, pytest.mark.lab]
-FIXTURES = REPO_ROOT / "lab/fixtures/dcgm"
 # The shipped rules with their `for` durations shortened to what a test can wait for.
 FAST = {"gpu_lost_for": "0s", "throttling_for": "2s", "exporter_down_for": "5s", "memory_pressure_for": "5s"}
 
@@ -25,19 +22,8 @@ FAST = {"gpu_lost_for": "0s", "throttling_for": "2s", "exporter_down_for": "5s",
 @pytest.fixture(scope="module")
 def pipeline(lab_cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pipeline")
-    served = tmp / "dcgm.prom"
-    shutil.copy(FIXTURES / "gb10-healthy.prom", served)
-    dcgm_port, node_port = free_port(), free_port()
-    dcgm = Process(
-        [sys.executable, "-m", "lab.simulated_dcgm_exporter", "--port", str(dcgm_port), "--file", str(served)],
-        tmp / "dcgm.log",
-        env={"PYTHONPATH": str(REPO_ROOT)},
-    ).start()
-    node = Process(
-        [str(bin_dir() / "node_exporter"), f"--web.listen-address=127.0.0.1:{node_port}",
-         "--collector.disable-defaults", "--collector.meminfo"],
-        tmp / "node.log",
-    ).start()  # fmt: skip
+    dcgm, dcgm_port, served = simulated_dcgm_exporter(tmp, "gb10-healthy")
+    node, node_port = node_exporter(tmp)
     thresholds = yaml.safe_load((REPO_ROOT / "roles/observability/defaults/main.yml").read_text())
     rendered = render(
         tmp,
@@ -64,9 +50,7 @@ def pipeline(lab_cluster, tmp_path_factory):
 
 
 def set_gpu(pipeline, case):
-    tmp = pipeline["served"].with_suffix(".tmp")
-    shutil.copy(FIXTURES / f"{case}.prom", tmp)
-    tmp.replace(pipeline["served"])
+    set_gpu_state(pipeline["served"], case)
 
 
 def firing(prom, alertname):

@@ -6,20 +6,16 @@ three deployments, so the NIM and Dynamo names the panels use are proven (the re
 their names come from NVIDIA's documentation, named as such in tests/engine/synthetic_metrics.py)."""
 
 import json
-import shutil
-import sys
 
 import pytest
 import yaml
 
 from lab import dashboard_check
-from lab.paths import REPO_ROOT
-from lab.processes import free_port
 from tests.engine.synthetic import SyntheticUpstream
 from tests.engine.synthetic_metrics import METRIC_NAMES
 from tests.gateway.gateway import deployment_objects
 from tests.observability.fixtures import render
-from tests.observability.prometheus import Process, Prometheus, bin_dir
+from tests.observability.prometheus import Prometheus, node_exporter, simulated_dcgm_exporter
 
 pytestmark = [pytest.mark.observability, pytest.mark.gateway]
 ENGINES = ("vllm", "nim", "dynamo")
@@ -42,27 +38,10 @@ def stack(gateway_factory, tmp_path):
     keys[1].write_text(gw.create_key("acme", "burst", key_limits={"requests_per_minute": 2}))
     processes, exporters = [], {}
     for node, case in (("spark-01", "gb10-healthy"), ("gpu-server-01", "h100-healthy")):
-        served = tmp_path / f"{node}.prom"
-        shutil.copy(REPO_ROOT / f"lab/fixtures/dcgm/{case}.prom", served)
-        exporters[node] = free_port()
-        argv = [
-            sys.executable,
-            "-m",
-            "lab.simulated_dcgm_exporter",
-            "--port",
-            str(exporters[node]),
-            "--file",
-            str(served),
-        ]
-        processes.append(Process(argv, tmp_path / f"{node}.log", env={"PYTHONPATH": str(REPO_ROOT)}).start())
-    node_port = free_port()
-    processes.append(
-        Process(
-            [str(bin_dir() / "node_exporter"), f"--web.listen-address=127.0.0.1:{node_port}",
-             "--collector.disable-defaults", "--collector.meminfo"],
-            tmp_path / "node.log",
-        ).start()
-    )  # fmt: skip
+        proc, exporters[node], _served = simulated_dcgm_exporter(tmp_path, case, name=node)
+        processes.append(proc)
+    proc, node_port = node_exporter(tmp_path)
+    processes.append(proc)
     rendered = render(
         tmp_path,
         {

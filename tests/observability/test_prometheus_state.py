@@ -3,18 +3,13 @@ killed with SIGKILL, and restarted with a changed configuration on the same data
 StatefulSet does on every configuration change); the samples from before are still there. The same restart on an
 empty directory (the Deployment of earlier releases had no volume) has lost them."""
 
-import shutil
-import sys
 import time
 
 import pytest
 
-from lab.paths import REPO_ROOT
-from lab.processes import free_port
-from tests.observability.prometheus import Process, Prometheus
+from tests.observability.prometheus import Prometheus, http_json, simulated_dcgm_exporter
 
 pytestmark = pytest.mark.observability
-FIXTURE = REPO_ROOT / "lab/fixtures/dcgm/gb10-healthy.prom"
 
 
 def config(exporter_port, interval, extra_job=False):
@@ -34,12 +29,7 @@ def config(exporter_port, interval, extra_job=False):
 
 @pytest.fixture
 def dcgm_exporter(tmp_path):
-    served = tmp_path / "dcgm.prom"
-    shutil.copy(FIXTURE, served)
-    port = free_port()
-    argv = [sys.executable, "-m", "lab.simulated_dcgm_exporter", "--port", str(port), "--file", str(served)]
-    proc = Process(argv, tmp_path / "dcgm.log", env={"PYTHONPATH": str(REPO_ROOT)}).start()
-    time.sleep(0.5)
+    proc, port, _served = simulated_dcgm_exporter(tmp_path, "gb10-healthy")
     yield port
     proc.stop()
 
@@ -84,8 +74,6 @@ def test_size_retention_flag_is_accepted_and_reported(tmp_path, dcgm_exporter):
         extra_args=("--storage.tsdb.retention.time=15d", "--storage.tsdb.retention.size=16GB"),
     ).start()
     try:
-        from tests.observability.prometheus import http_json
-
         flags = http_json(f"{prom.url}/api/v1/status/flags")["data"]
         assert flags["storage.tsdb.retention.time"] == "15d"
         assert flags["storage.tsdb.retention.size"] == "16GiB"  # base-2 units

@@ -32,8 +32,8 @@ KINDS = {
 # ---- phases (status.phase) --------------------------------------------------------------------------
 # What the modules write: a ModelDeployment is Pending (queued, unschedulable or scaled to zero),
 # Progressing (rolling out), Ready (every replica updated and available) or Failed (the rollout cannot finish).
-DEPLOYMENT_PHASES = ["Pending", "Progressing", "Ready", "Failed"]
-READY = "Ready"
+PENDING, PROGRESSING, READY, FAILED = "Pending", "Progressing", "Ready", "Failed"
+DEPLOYMENT_PHASES = [PENDING, PROGRESSING, READY, FAILED]
 # The gateway sends traffic to a deployment only in these phases.
 ROUTABLE_PHASES = [READY]
 
@@ -115,7 +115,8 @@ PRICING_FIELDS = {"currency": "currency", "input_per_1m": "inputPer1M", "output_
 # An entry: field (spec name), type (JSON schema type), and optionally format (FORMATS), enum, minimum, maximum,
 # minLength/maxLength, maxItems, items (for arrays), options (for objects: nested entries), required (in the CRD),
 # default (the module's default), atLeast (smallest quantity), unit (perMinute: a rate limit), optionType (when
-# the option's shape differs from the field's), and crdOnly for fields the module fills from other options.
+# the option's shape differs from the field's), secret (never logged: no_log), and crdOnly for fields the module
+# fills from other options.
 def _limits():
     return {
         option: {

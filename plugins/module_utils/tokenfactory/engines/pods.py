@@ -9,6 +9,12 @@ from __future__ import annotations
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import POD, K8sError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.objects import conditions
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import rollout
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import (
+    FAILED,
+    PENDING,
+    PROGRESSING,
+    READY,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.workload import (
     MODEL_DEPLOYMENT_LABEL,
     operator_phase,
@@ -94,17 +100,17 @@ def workload_phase(client, desired, workload, pods, note=""):
     rollout exceeded its deadline, Pending when a pod cannot be scheduled or nothing is wanted, else Progressing."""
     nodes = nodes_of(pods)
     if desired == 0:
-        return "Pending", "scaled to zero replicas", nodes
+        return PENDING, "scaled to zero replicas", nodes
     progress = rollout(workload) if workload is not None else None
     if progress is not None and progress.done:
-        return "Ready", progress.message, nodes
+        return READY, progress.message, nodes
     stuck = failure(client, pods)
     if stuck or (progress is not None and progress.failed):
-        return "Failed", stuck or progress.message, nodes
+        return FAILED, stuck or progress.message, nodes
     unscheduled = scheduling_problem(pods)
     if unscheduled:
-        return "Pending", f"{note}; {unscheduled}" if note else unscheduled, nodes
-    return "Progressing", progress.message if progress is not None else "waiting for the workload to be created", nodes
+        return PENDING, f"{note}; {unscheduled}" if note else unscheduled, nodes
+    return PROGRESSING, progress.message if progress is not None else "waiting for the workload to be created", nodes
 
 
 def pods_of(client, md):
@@ -117,8 +123,18 @@ def operator_observe(client, md, child, operator):
     """An operator-managed engine: Failed when one of its pods is stuck, else the state its operator reports."""
     pods = pods_of(client, md)
     stuck = failure(client, pods)
-    phase, message = ("Failed", stuck) if stuck else operator_phase(child, operator)
+    phase, message = (FAILED, stuck) if stuck else operator_phase(child, operator)
     ready = sum(
         1 for pod in pods if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions(pod))
     )
     return {"phase": phase, "message": message, "nodes": nodes_of(pods), "readyReplicas": ready}
+
+
+def operator_observer(rtype, operator):
+    """observe() of an engine whose one object of rtype an operator runs."""
+
+    def observe(client, md, plan):
+        child = client.get(rtype, plan["workload"]["name"], md["metadata"]["namespace"])
+        return operator_observe(client, md, child, operator)
+
+    return observe

@@ -23,7 +23,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.en
     pod_spec,
     selector_labels,
     service,
-    service_url,
+    service_upstream,
 )
 
 NAME = "vllm"
@@ -251,5 +251,4 @@ def observe(client, md, plan):
     return {"phase": phase, "message": message, "nodes": nodes, "readyReplicas": ready}
 
 
-def upstream_url(md, plan):
-    return service_url(plan["service"], md["metadata"]["namespace"])
+upstream_url = service_upstream

@@ -6,7 +6,12 @@
 from __future__ import annotations
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.objects import owner_reference
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import MANAGED_BY, PROVIDER_TYPES
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import (
+    MANAGED_BY,
+    PROGRESSING,
+    PROVIDER_TYPES,
+    READY,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import (
     GPU_RESOURCE,
     PRODUCT_LABEL,
@@ -160,9 +165,36 @@ def service_url(service_name, namespace):
     return f"http://{service_name}.{namespace}.svc:{ENGINE_PORT}"
 
 
+def service_upstream(md, plan):
+    """upstream_url() of an engine whose OpenAI server is the Service plan['service'] on the engine port."""
+    return service_url(plan["service"], md["metadata"]["namespace"])
+
+
 def operator_phase(child, operator):
     """(phase, message) of an operator-managed engine object from the state its operator reports."""
     state = (child or {}).get("status", {}).get("state", "")
     if state.lower() in ("ready", "successful"):
-        return "Ready", f"{operator} reports {state}"
-    return "Progressing", f"waiting for the {operator} operator (state: {state or 'none reported'})"
+        return READY, f"{operator} reports {state}"
+    return PROGRESSING, f"waiting for the {operator} operator (state: {state or 'none reported'})"
+
+
+def required_crd(rtype, purpose):
+    """REQUIRED_CRD of an engine whose objects are of rtype (a custom resource of its operator)."""
+    return {"plural": rtype.plural, "group": rtype.api_version.split("/")[0], "purpose": purpose}
+
+
+def operator_workload(rtype, service_suffix=""):
+    """layout and possible_children of an engine rendered as one object of rtype that its operator runs (the
+    OpenAI Service is <name><service_suffix>); its observe is engines.pods.operator_observer."""
+
+    def layout(spec, plan, name):
+        return {
+            "workload": {"kind": rtype.kind, "name": name},
+            "children": [f"{rtype.kind}/{name}"],
+            "service": f"{name}{service_suffix}",
+        }
+
+    def possible_children(name):
+        return [(rtype, name)]
+
+    return layout, possible_children
