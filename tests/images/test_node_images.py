@@ -1,0 +1,120 @@
+"""The production path of the gateway image without a registry, on a real node: playbooks/cluster.yml's image play
+puts the gateway image (gateway_image_source=archive, as built by scripts/build-service-images) next to the node
+images into the node's containerd, where the kubelet's CRI finds it under its ref and digest; a second run loads
+nothing. The node is a podman systemd host reached over SSH (molecule/shared/tasks/podman_hosts.yml) with the
+containerd role applied for real."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import uuid
+
+import pytest
+import yaml
+
+from tests.playbooks.ansible_run import ROOT, run_playbook
+
+pytestmark = [pytest.mark.molecule, pytest.mark.slow, pytest.mark.timeout(1800)]
+CACHE = pathlib.Path(os.environ.get("TF_CACHE", pathlib.Path.home() / ".cache/tokenfactory"))
+GATEWAY = "localhost/tokenfactory-gateway:0.1.0"
+
+
+def changed(stdout, host):
+    match = re.search(rf"{re.escape(host)}\s+: ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", stdout)
+    assert match, stdout[-5000:]
+    return int(match[1])
+
+
+@pytest.fixture
+def node(tmp_path):
+    """One kubelet-capable podman host over SSH; removed afterwards."""
+    name = f"tf-images-node-{uuid.uuid4().hex[:6]}"
+    hosts = [{"name": name, "image": "localhost/tf-node:bookworm", "kubelet": True}]
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "ansible.builtin.include_tasks": str(ROOT / "molecule/shared/tasks/podman_hosts.yml"),
+                    "vars": {
+                        "tf_podman_hosts": hosts,
+                        "tf_podman_ssh_key": str(tmp_path / "id_ed25519"),
+                        "tf_podman_owner": "tf-images-test",
+                    },
+                },
+                {
+                    "ansible.builtin.copy": {
+                        "content": "{{ tf_podman_addresses | to_json }}",
+                        "dest": str(tmp_path / "addresses.json"),
+                        "mode": "0600",
+                    }
+                },
+            ],
+        }
+    ]
+    (tmp_path / "create.yml").write_text(json.dumps(play))
+    run_playbook(tmp_path / "create.yml", "-i", "localhost,", "-c", "local", timeout=600)
+    address = json.loads((tmp_path / "addresses.json").read_text())[name]
+    yield name, address, tmp_path / "id_ed25519"
+    absent = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "ansible.builtin.include_tasks": str(ROOT / "molecule/shared/tasks/podman_hosts_absent.yml"),
+                    "vars": {"tf_podman_hosts": hosts},
+                }
+            ],
+        }
+    ]
+    (tmp_path / "absent.yml").write_text(json.dumps(absent))
+    run_playbook(tmp_path / "absent.yml", "-i", "localhost,", "-c", "local", check=False)
+
+
+def test_the_gateway_archive_reaches_the_nodes_containerd_once(node, tmp_path):
+    name, address, key = node
+    subprocess.run([ROOT / "scripts/build-service-images", "gateway"], check=True, timeout=3000)
+    entry = next(e for e in json.loads((CACHE / "images/images.json").read_text()) if e["ref"] == GATEWAY)
+    inventory = {
+        "all": {
+            "children": {
+                "controller": {
+                    "hosts": {
+                        "localhost": {
+                            "ansible_connection": "local",
+                            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                        }
+                    }
+                },
+                # Only the gateway image here (host var: wins over tf_lab_nodes' node image list).
+                "spark_nodes": {"hosts": {name: {"ansible_host": address, "containerd_images": []}}},
+                "tf_lab_nodes": {"hosts": {name: {}}},
+            },
+            "vars": {
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": str(key),
+                "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+                "gateway_image_source": "archive",
+                "gateway_image_archive": entry["archive"],
+            },
+        }
+    }
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory/hosts.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "inventory/group_vars").mkdir()
+    # The LAB ONLY settings of podman kubelet hosts (cgroupfs, restrict_oom_score_adj, ...), as the lab uses them.
+    (tmp_path / "inventory/group_vars/tf_lab_nodes").symlink_to(ROOT / "inventories/lab/group_vars/tf_lab_nodes")
+    args = ["-i", tmp_path / "inventory", "--tags", "containerd,images"]
+    first = run_playbook(ROOT / "playbooks/cluster.yml", *args, timeout=1500)
+    assert changed(first.stdout, name) > 0
+    listed = subprocess.run(
+        ["podman", "exec", name, "ctr", "-n", "k8s.io", "images", "ls"], capture_output=True, text=True, check=True
+    ).stdout
+    (line,) = [row for row in listed.splitlines() if row.startswith(GATEWAY + " ")]
+    assert entry["digest"] in line, line
+    second = run_playbook(ROOT / "playbooks/cluster.yml", *args, timeout=1500)
+    assert changed(second.stdout, name) == 0, second.stdout[-4000:]
