@@ -12,9 +12,10 @@ service-images: bootstrap
 engine-image: bootstrap engine
 	scripts/build-service-images engine
 
-## Run each image the way the gateway role's pods run it (podman; names prefixed tf-images-).
-test-images: service-images
-	$(PYTEST) -m molecule -p no:cacheprovider tests/images/test_service_images.py
+## Run each image the way the gateway role's pods run it, and load the gateway's into a real node's containerd
+## through playbooks/cluster.yml (podman hosts and containers prefixed tf-images-; ~8 min warm).
+test-images: service-images node-host-image
+	$(PYTEST) -m molecule -p no:cacheprovider tests/images/test_service_images.py tests/images/test_node_images.py
 
 ## The rendered engine container on the lab's CPU vLLM image, fetching the model from the stand-in hub (heavy:
 ## the engine image costs 8-22 min cold; not in TEST_TIERS until the lab's e2e runs the engine as a pod).
