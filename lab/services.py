@@ -31,6 +31,8 @@ from lab.datastores import PostgresServer, RedisServer
 from lab.engine import install
 from lab.engine.vllm import ENGINE_ENV, VllmServer
 from lab.paths import GATEWAY_DIR, REPO_ROOT, lab_root
+from lab.processes import log_tail
+from lab.wait import ProcessDied, wait_until
 
 
 @dataclasses.dataclass
@@ -203,13 +205,17 @@ def ensure(name, port, args):
         "stop_signal": int(launch.stop_signal),
     }
     path.write_text(json.dumps(state))
-    deadline = time.monotonic() + args.timeout
-    while not launch.ready():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-            stop(path)
-            raise SystemExit(f"{name} did not become ready; log {log}:\n{tail}")
-        time.sleep(0.5)
+
+    def ready():
+        if proc.poll() is not None:
+            raise ProcessDied(f"{name} exited with {proc.returncode}")
+        return launch.ready()
+
+    try:
+        wait_until(ready, args.timeout, f"{name} to become ready", interval=0.5)
+    except (ProcessDied, TimeoutError) as exc:
+        stop(path)
+        raise SystemExit(f"{exc}; log {log}:\n{log_tail(log, 40)}") from None
     return "started", state
 
 

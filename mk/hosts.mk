@@ -1,5 +1,6 @@
 # Host roles: cached Debian systemd images for podman, Molecule scenarios, preflight negative tests.
-.PHONY: host-image host-image-arm64 test-molecule molecule-default molecule-pair molecule-arm64 test-host-roles test-cni
+.PHONY: host-image host-image-arm64 node-host-image node-images test-molecule molecule-default molecule-pair \
+  molecule-arm64 test-host-roles test-cni
 TEST_TIERS += test-molecule
 MOLECULE_TEST = ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1 molecule test -s $*
 
@@ -11,8 +12,17 @@ host-image: bootstrap
 host-image-arm64: bootstrap
 	nice -n 10 scripts/build-host-image arm64
 
+## localhost/tf-node:bookworm: the host that runs a real kubelet (tf-debian + iptables + LAB ONLY boot fixes).
+node-host-image: bootstrap
+	nice -n 10 scripts/build-host-image node
+
+## The images a kubeadm v1.36.3 node runs, built offline as OCI archives ($TF_CACHE/k8s-v1.36.3/images).
+node-images: bootstrap
+	nice -n 10 scripts/build-node-images
+
 # Static pattern rules: make skips implicit-rule search for .PHONY targets, so plain `molecule-%` never ran.
-molecule-default molecule-pair: molecule-%: host-image
+# default and pair run real kubelets: the node host image and the node images (which build what they need).
+molecule-default molecule-pair: molecule-%: node-host-image node-images
 	$(MOLECULE_TEST)
 molecule-arm64: molecule-%: host-image-arm64
 	$(MOLECULE_TEST)
@@ -28,5 +38,3 @@ test-cni: bootstrap lab-bins
 # Measured here one by one (2 shared cores, load 6-11): default 4.7 min, pair 3.8, arm64 7.7 (qemu-user), host roles 4.0,
 # cni 2.4.
 test-molecule: molecule-default molecule-pair molecule-arm64 test-host-roles test-cni
-# The default scenario installs the Go-built kubeadm/kubelet/kubectl with the kubernetes role.
-molecule-default: lab-bins

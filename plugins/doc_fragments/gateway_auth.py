@@ -43,6 +43,27 @@ notes:
     admin_token: ...}}); the Kubernetes modules have their own group, C(tokenfactory.spark.kubernetes)."
 """
 
+    # The limits option of tenant and api_key: the object's own limits, over all models.
+    LIMITS = r"""
+options:
+  limits:
+    description:
+      - Limits of the object itself, counted over all models (for a tenant, all its keys and gateway replicas
+        together; for a key, that key alone), each a count per minute from V(0) (none) to V(1000000000).
+      - They come on top of the limits a ModelDeployment sets for each key, each tenant and itself.
+      - Left unchanged when omitted.
+    type: dict
+    suboptions:
+      requests_per_minute:
+        description: Requests per minute.
+        type: int
+        default: 0
+      tokens_per_minute:
+        description: Prompt plus completion tokens per minute (counted from real usage).
+        type: int
+        default: 0
+"""
+
     # Modules that change something (tenant, api_key).
     CHANGE = r"""
 attributes:

@@ -7,56 +7,12 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # Connection and authentication (k8s/client.py AUTH_ARG_SPEC), namespace, action group membership.
+    # With kubernetes.core.k8s_auth_options (the connection options themselves): timeout, namespace, action group.
     DOCUMENTATION = r"""
 options:
-  kubeconfig:
-    description:
-      - Path to a kubeconfig file. Without it, C(KUBECONFIG) / C(~/.kube/config) is used, then the in-cluster
-        service account.
-      - Can also be set with the E(K8S_AUTH_KUBECONFIG) environment variable.
-    type: path
-  context:
-    description:
-      - Name of the kubeconfig context to use (default is the current context).
-      - Can also be set with the E(K8S_AUTH_CONTEXT) environment variable.
-    type: str
-  host:
-    description:
-      - URL of the API server, for example V(https://10.0.0.10:6443). Overrides the kubeconfig's server.
-      - Can also be set with the E(K8S_AUTH_HOST) environment variable.
-    type: str
-  api_key:
-    description:
-      - Bearer token for the API server. Never logged.
-      - Can also be set with the E(K8S_AUTH_API_KEY) environment variable.
-    type: str
-  validate_certs:
-    description:
-      - Whether to verify the API server's TLS certificate. Default comes from the kubeconfig (normally true).
-      - Can also be set with the E(K8S_AUTH_VERIFY_SSL) environment variable.
-    type: bool
-    aliases: [verify_ssl]
-  ca_cert:
-    description:
-      - Path to a CA bundle that signs the API server's certificate.
-      - Can also be set with the E(K8S_AUTH_SSL_CA_CERT) environment variable.
-    type: path
-    aliases: [ssl_ca_cert]
-  client_cert:
-    description:
-      - Path to a client certificate for mutual TLS.
-      - Can also be set with the E(K8S_AUTH_CERT_FILE) environment variable.
-    type: path
-    aliases: [cert_file]
-  client_key:
-    description:
-      - Path to the key of O(client_cert).
-      - Can also be set with the E(K8S_AUTH_KEY_FILE) environment variable.
-    type: path
-    aliases: [key_file]
   request_timeout:
-    description: Seconds to wait for each API request.
+    description: Seconds to wait for each API request. Conflicts (409), throttling (429) and server errors (5xx)
+      are retried up to 5 times with exponential backoff (at least the server's C(Retry-After)).
     type: int
     default: 30
   namespace:
@@ -71,6 +27,7 @@ attributes:
       - tokenfactory.spark.kubernetes
 requirements:
   - kubernetes >= 30.0.0 (Python client; pinned in the collection's requirements.txt)
+  - the kubernetes.core collection (the connection options and client configuration are its own)
 notes:
   - "Set these once for all Token Factory Kubernetes modules with
     C(module_defaults: {group/tokenfactory.spark.kubernetes: {kubeconfig: ..., namespace: ...}}); the gateway
@@ -110,7 +67,10 @@ attributes:
     support: full
 """
 
+    # The *_info modules: objects of a namespace, or one by name, with their status; never Secret data.
     INFO = r"""
+notes:
+  - Returns the objects of O(namespace), or the one called O(name), with spec and status; Secret data is never read.
 options:
   name:
     description: Name of one object to read. Without it all objects of the namespace are returned.

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: tokenfactory.spark contributors
 # Apache License 2.0 (see LICENSE)
-"""containerd config schema version for an installed containerd."""
+"""containerd config schema version for an installed containerd; which images a node still lacks."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ description:
   - Reads the version from C(containerd --version) output (or a bare version string) and returns the
     config schema that version expects.
   - Fails for containerd older than 1.6 and for unknown major versions.
+  - The collection also provides C(containerd_images_missing) (the wanted images that C(ctr images ls) does not
+    list with the wanted digest; used by the role's C(images) entry point).
 options:
   _input:
     description: Output of C(containerd --version) or a version such as C(2.1.4).
@@ -55,6 +57,26 @@ def containerd_config_version(version_output):
     raise AnsibleFilterError(f"containerd {match.group(0)} is not supported (1.6+ uses config v2, 2.x uses v3)")
 
 
+def containerd_images_missing(wanted, ls_output):
+    """Items of `wanted` ({ref, digest?}) that `ctr images ls` output lacks, or lists with another digest."""
+    present = {}
+    for line in str(ls_output).splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 3:
+            present[fields[0]] = fields[2]
+    missing = []
+    for item in wanted or []:
+        if not isinstance(item, dict) or not item.get("ref"):
+            raise AnsibleFilterError(f"each image needs a ref (and an archive): got {item!r}")
+        digest = present.get(item["ref"])
+        if digest is None or (item.get("digest") and item["digest"] != digest):
+            missing.append(item)
+    return missing
+
+
 class FilterModule:
     def filters(self):
-        return {"containerd_config_version": containerd_config_version}
+        return {
+            "containerd_config_version": containerd_config_version,
+            "containerd_images_missing": containerd_images_missing,
+        }

@@ -13,8 +13,10 @@ description:
   - Parses the output of C(kubeadm token create --print-join-command) and returns the argv list for
     C(ansible.builtin.command), adding C(--control-plane --certificate-key), C(--node-name) and
     C(--apiserver-advertise-address) when given. The token never appears in errors.
-  - The collection also provides C(kubeadm_init_argv) (argv for C(kubeadm init --config)) and
-    C(kubeadm_pod_subnet) (podSubnet from the kubeadm-config ConfigMap).
+  - The collection also provides C(kubeadm_init_argv) (argv for C(kubeadm init --config)),
+    C(kubeadm_join_discovery) (the same output as a JoinConfiguration C(discovery.bootstrapToken) mapping),
+    C(kubeadm_pod_subnet) (podSubnet from the kubeadm-config ConfigMap) and C(kubeconfig_with_server) (a parsed
+    kubeconfig whose clusters point at another API server URL).
 options:
   _input:
     description: Output of C(kubeadm token create --print-join-command).
@@ -60,13 +62,24 @@ JOIN = re.compile(
 )
 
 
-def kubeadm_join_argv(output, node_name=None, control_plane=False, certificate_key=None, advertise_address=None):
+def _join_match(output):
     match = JOIN.search(" ".join(str(output).replace("\\\n", " ").split()))
     if not match:
         raise AnsibleFilterError(
             "kubeadm token create --print-join-command printed no 'kubeadm join ENDPOINT --token T "
             "--discovery-token-ca-cert-hash sha256:H' line (output withheld: it carries a token)"
         )
+    return match
+
+
+def kubeadm_join_discovery(output):
+    """print-join-command output -> a JoinConfiguration discovery.bootstrapToken mapping."""
+    match = _join_match(output)
+    return {"apiServerEndpoint": match["endpoint"], "token": match["token"], "caCertHashes": [match["hash"]]}
+
+
+def kubeadm_join_argv(output, node_name=None, control_plane=False, certificate_key=None, advertise_address=None):
+    match = _join_match(output)
     argv = [
         "kubeadm",
         "join",
@@ -108,10 +121,22 @@ def kubeadm_pod_subnet(configmaps):
     return subnet
 
 
+def kubeconfig_with_server(kubeconfig, server):
+    """A copy of a parsed kubeconfig with every cluster's server set to `server`."""
+    if not isinstance(kubeconfig, dict) or not kubeconfig.get("clusters"):
+        raise AnsibleFilterError("kubeconfig_with_server: input is not a kubeconfig with clusters")
+    if not str(server).startswith("https://"):
+        raise AnsibleFilterError(f"kubeconfig_with_server: server must be an https:// URL, got {server!r}")
+    clusters = [{**c, "cluster": {**c.get("cluster", {}), "server": server}} for c in kubeconfig["clusters"]]
+    return {**kubeconfig, "clusters": clusters}
+
+
 class FilterModule:
     def filters(self):
         return {
             "kubeadm_join_argv": kubeadm_join_argv,
+            "kubeadm_join_discovery": kubeadm_join_discovery,
             "kubeadm_init_argv": kubeadm_init_argv,
             "kubeadm_pod_subnet": kubeadm_pod_subnet,
+            "kubeconfig_with_server": kubeconfig_with_server,
         }

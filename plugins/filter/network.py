@@ -14,7 +14,9 @@ description:
   - A C(/31) (RFC 3021) uses both addresses; any other prefix skips the network address
     (and the broadcast address for IPv4 prefixes shorter than C(/31)).
   - The collection also provides C(checked_cidr) (normalise and validate a CIDR, naming the variable in errors),
-    C(cidrs_overlap), C(valid_ip) and C(connectx_port_netdev) (pick the CX-7 interface of one physical port).
+    C(cidrs_overlap), C(valid_ip), C(connectx_port_netdev) (pick the CX-7 interface of one physical port) and
+    C(cni_bridge_nodes) (each Kubernetes Node's name, podCIDR and InternalIP, checked against the pod network,
+    for the cni role's C(bridge) routes).
 options:
   _input:
     description: Link CIDR, for example C(192.168.100.0/30) or C(169.254.100.0/31).
@@ -114,6 +116,28 @@ def connectx_port_netdev(ports, physical_port=0, field="connectx_physical_port")
     return candidates[0]["netdev"]
 
 
+def cni_bridge_nodes(nodes, pod_cidr):
+    """Node objects -> [{name, pod_cidr, node_ip}], sorted by name; every podCIDR must lie in `pod_cidr`."""
+    _require_netaddr()
+    network = netaddr.IPNetwork(checked_cidr(pod_cidr, "cni_pod_cidr"))
+    planned = []
+    for node in nodes or []:
+        name = (node.get("metadata") or {}).get("name")
+        subnet = (node.get("spec") or {}).get("podCIDR")
+        addresses = (node.get("status") or {}).get("addresses") or []
+        internal = [a["address"] for a in addresses if a.get("type") == "InternalIP" and ":" not in a["address"]]
+        if not subnet:
+            raise AnsibleFilterError(
+                f"node {name} has no spec.podCIDR (is the controller-manager allocating node CIDRs?)"
+            )
+        if not internal:
+            raise AnsibleFilterError(f"node {name} reports no IPv4 InternalIP")
+        if netaddr.IPNetwork(subnet) not in network:
+            raise AnsibleFilterError(f"node {name} has podCIDR {subnet}, outside the pod network {network}")
+        planned.append({"name": name, "pod_cidr": subnet, "node_ip": internal[0]})
+    return sorted(planned, key=lambda n: n["name"])
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -122,4 +146,5 @@ class FilterModule:
             "valid_ip": valid_ip,
             "link_address": link_address,
             "connectx_port_netdev": connectx_port_netdev,
+            "cni_bridge_nodes": cni_bridge_nodes,
         }

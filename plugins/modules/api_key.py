@@ -27,20 +27,6 @@ options:
     description: Name of the key within the tenant (letters, digits, C(.), C(_), C(-)).
     type: str
     required: true
-  limits:
-    description:
-      - The key's own limits, across all models; each a count per minute from V(0) (none) to V(1000000000).
-      - Left unchanged when omitted.
-    type: dict
-    suboptions:
-      requests_per_minute:
-        description: Requests per minute.
-        type: int
-        default: 0
-      tokens_per_minute:
-        description: Prompt plus completion tokens per minute (counted from real usage).
-        type: int
-        default: 0
   expires_at:
     description: ISO 8601 time after which the key stops working. Left unchanged when omitted.
     type: str
@@ -57,6 +43,7 @@ options:
 extends_documentation_fragment:
   - tokenfactory.spark.gateway_auth
   - tokenfactory.spark.gateway_auth.change
+  - tokenfactory.spark.gateway_auth.limits
 """
 
 EXAMPLES = r"""
@@ -108,13 +95,11 @@ key:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.client import (
-    GATEWAY_AUTH_ARG_SPEC,
+from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.client import path
+from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.module import (
     LIMIT_OPTIONS,
-    GatewayClient,
-    GatewayError,
-    path,
+    STATE_OPTION,
+    GatewayAdminModule,
 )
 
 
@@ -126,44 +111,30 @@ def write_secret(file_path, value):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            **GATEWAY_AUTH_ARG_SPEC,
+    gam = GatewayAdminModule(
+        {
             "tenant": {"type": "str", "required": True},
             "name": {"type": "str", "required": True},
             "limits": {"type": "dict", "options": LIMIT_OPTIONS},
             "expires_at": {"type": "str"},
             "key_file": {"type": "path"},
-            "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
-        },
-        supports_check_mode=True,
+            **STATE_OPTION,
+        }
     )
-    params = module.params
-    client = GatewayClient(params)
-    query = {"dry_run": "true"} if module.check_mode else None
-    where = path("tenants", params["tenant"], "keys", params["name"])
-    try:
-        if params["state"] == "absent":
-            status, answer = client.request("DELETE", where, query=query)
-            before = answer.get("before") if status == 200 else None
-            module.exit_json(changed=before is not None, api_key=before, diff={"before": before or {}, "after": {}})
-        body = {field: params[field] for field in ("limits", "expires_at") if params[field] is not None}
-        status, answer = client.request("PUT", where, body, query)
-    except GatewayError as err:
-        module.fail_json(msg=str(err), status=err.status)
-    if status not in (200, 201):
-        module.fail_json(msg=f"api key {params['tenant']}/{params['name']}: {answer.get('error')}", status=status)
-    result = {
-        "changed": answer["changed"],
-        "api_key": answer["api_key"],
-        "diff": {"before": answer["before"] or {}, "after": answer["api_key"]},
+    params = gam.params
+    body = {
+        field: value
+        for field, value in (("limits", gam.limits()), ("expires_at", params["expires_at"]))
+        if value is not None
     }
+    where = path("tenants", params["tenant"], "keys", params["name"])
+    answer, result = gam.apply(where, body, "api_key", f"api key {params['tenant']}/{params['name']}")
     value = answer.get("key")
     if value and params["key_file"]:
         write_secret(params["key_file"], value)
     elif value:
         result["key"] = value
-    module.exit_json(**result)
+    gam.module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ options:
     description: Free text shown to operators.
     type: str
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.object
 """
@@ -106,6 +107,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ki
     ENDPOINT,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import READY
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
@@ -147,7 +149,7 @@ def main():
         found = discover(tfm)
         spec = kind_fields("ComputeCluster", tfm.params)
         applied = tfm.objects.ensure(tf_object("ComputeCluster", name, namespace, spec))
-        status = {"phase": "Ready", **found}
+        status = {"phase": READY, **found}
         stored = tfm.objects.write_status(applied, status)
         return {"compute_cluster": stored, "inventory": found}
 

@@ -38,6 +38,7 @@ options:
     type: int
     default: 120
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
 notes:
   - CRDs are cluster-scoped; O(namespace) is accepted (and ignored) so that C(module_defaults) of the action group

@@ -14,6 +14,9 @@ description:
   - Creates or updates an C(Endpoint) (C(tokenfactory.io/v1alpha1)) - the host name clients use, its TLS certificate,
     the C(ComputeCluster) whose GPUs serve it and the gateway Service that terminates it.
   - C(status.baseURL) is the OpenAI base URL (C(https://<hostname>/v1)); the gateway reads it.
+  - C(status.phase) says whether the gateway behind it serves - V(Ready) once a pod of the gateway Service
+    (O(gateway)) is ready to take traffic, V(Pending) otherwise (C(status.message) says why) - as observed when the
+    module runs; C(status.gatewayReadyPods) counts them.
   - With O(tls_cert) and O(tls_key) the module stores them in a C(kubernetes.io/tls) Secret C(<name>-tls) owned
     by the Endpoint. The key is never logged or returned; certificate and key must match.
 author:
@@ -59,6 +62,7 @@ options:
         C(/v1) is appended when missing.
     type: str
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.object
 """
@@ -96,13 +100,14 @@ tls_secret:
   sample: public-tls
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import SECRET
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ENDPOINT_SLICE, SECRET, SERVICE
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
     COMPUTE_CLUSTER,
     ENDPOINT,
     MODEL_DEPLOYMENT,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import PENDING, READY
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
@@ -115,7 +120,6 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.re
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.secrets import (
     ensure_with_secret,
-    owned_secret,
 )
 
 
@@ -127,6 +131,25 @@ def base_url(spec):
     port = spec.get("port")
     default = 443 if scheme == "https" else 80
     return f"{scheme}://{spec['hostname']}{f':{port}' if port and port != default else ''}/v1"
+
+
+def gateway_state(client, gateway):
+    """(phase, message, ready addresses) of the gateway Service behind the Endpoint: Ready once one of its pods is
+    ready to take traffic (an EndpointSlice lists it ready), Pending while none is (or the Service is missing)."""
+    name, namespace = gateway["serviceName"], gateway["namespace"]
+    where = f"gateway Service {namespace}/{name}"
+    if client.get(SERVICE, name, namespace) is None:
+        return PENDING, f"{where} does not exist (deploy the gateway role)", 0
+    slices = client.list(ENDPOINT_SLICE, namespace, f"kubernetes.io/service-name={name}")
+    ready = sum(
+        1
+        for piece in slices
+        for address in piece.get("endpoints") or []
+        if (address.get("conditions") or {}).get("ready", True)
+    )
+    if ready:
+        return READY, f"{where}: {ready} ready gateway pod(s)", ready
+    return PENDING, f"{where} has no ready gateway pod", 0
 
 
 def tls_spec(tfm, name):
@@ -173,16 +196,19 @@ def main():
         if secret_name:
             spec["tls"] = {"secretName": secret_name}
 
-        def secret_for(owner):
-            return owned_secret(owner, secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
-
-        applied = ensure_with_secret(tfm.objects, tf_object("Endpoint", name, namespace, spec), secret_for)
-        status = {"phase": "Ready", "baseURL": base_url(spec), "computeCluster": params["compute_cluster"]}
+        secret = (secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
+        applied = ensure_with_secret(tfm.objects, tf_object("Endpoint", name, namespace, spec), secret)
+        phase, message, ready = gateway_state(tfm.client, spec["gateway"])
+        status = {
+            "phase": phase,
+            "message": message,
+            "gatewayReadyPods": ready,
+            "baseURL": base_url(spec),
+            "computeCluster": params["compute_cluster"],
+        }
         stored = tfm.objects.write_status(applied, status)
-        result = {"endpoint": stored, "base_url": status["baseURL"]}
-        if secret_name:
-            result["tls_secret"] = secret_name
-        return result
+        tls = {"tls_secret": secret_name} if secret_name else {}
+        return {"endpoint": stored, "base_url": status["baseURL"], **tls}
 
     run_object(tfm, ENDPOINT, "endpoint", present, used_by=(MODEL_DEPLOYMENT, "endpoint"))
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: endpoint_info
 short_description: List Token Factory endpoints and their base URLs
-version_added: 0.1.0
 description:
-  - Returns C(Endpoint) objects (C(tokenfactory.io/v1alpha1)) of a namespace, or one by name, with their status.
-  - "Useful fields: status.baseURL (OpenAI base URL); TLS is referenced by Secret name only."
-author:
-  - Token Factory maintainers (@tokenfactory)
+  - Endpoints with the OpenAI base URL they serve; TLS is referenced by Secret name only.
+version_added: 0.1.0
+author: Token Factory maintainers (@tokenfactory)
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.info
   - tokenfactory.spark.read_only
@@ -28,21 +27,28 @@ EXAMPLES = r"""
     namespace: tokenfactory
   register: info
 
-- name: Show it
+- name: Point an OpenAI client at it
   ansible.builtin.debug:
-    msg: "{{ info.endpoints[0].status.baseURL }}"
+    msg: "OPENAI_BASE_URL={{ info.endpoints[0].status.baseURL }}"
 """
 
 RETURN = r"""
 endpoints:
-  description: The Endpoint objects found (spec and status; managedFields removed), sorted by name.
+  description: The Endpoint objects found (managedFields removed), sorted by name.
   returned: always
   type: list
   elements: dict
+  contains:
+    spec:
+      description: hostname, port, computeCluster, gateway (service, namespace, port), tls.secretName, externalURL.
+      type: dict
+    status:
+      description: baseURL (OpenAI base URL, with /v1) and computeCluster.
+      type: dict
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_info
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import ENDPOINT
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_info
 
 
 def main():

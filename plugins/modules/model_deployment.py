@@ -208,6 +208,7 @@ options:
     default: fail
     choices: [fail, queue]
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.object
 notes:
@@ -264,11 +265,18 @@ status:
   type: dict
   contains:
     phase:
-      description: Pending, Progressing, Ready or Failed.
+      description:
+        - What the engine's pods report when the module runs. V(Pending) (queued, unschedulable or scaled to zero),
+          V(Progressing) (rolling out), V(Ready) (every replica updated and available; the only phase the gateway
+          routes to) or V(Failed) (a pod stuck in CrashLoopBackOff, ImagePullBackOff, ErrImagePull or another state
+          it does not leave by itself, or a rollout past its progress deadline). With O(wait=true) a V(Failed)
+          deployment fails the module at once.
       type: str
       sample: Ready
     message:
-      description: Why it is in this phase (scheduler message, ready counts, queue note).
+      description:
+        - Why it is in this phase (scheduler message, rollout counts, queue note); for V(Failed) the pod, container,
+          reason, last exit code and the container's last log lines.
       type: str
     servedModelName:
       description: OpenAI model name.
@@ -323,7 +331,9 @@ progress:
 """
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import K8sError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import RolloutFailed
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import FAILED, PENDING, READY
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import (
     deployment_spec,
     service_name,
@@ -407,8 +417,8 @@ class Deployer:
     def observe(self, md, spec, plan, endpoint, cluster):
         seen = engine_of(spec).observe(self.client, md, plan)
         phase, message, nodes = seen["phase"], seen["message"], seen["nodes"]
-        if plan["note"] and phase != "Ready":
-            message = plan["note"] if phase != "Pending" else message
+        if plan["note"] and phase != READY:
+            message = plan["note"] if phase != PENDING else message
         fabrics = sorted(
             {n.get("fabric") for n in cluster["status"]["nodes"] if n["name"] in nodes and n.get("fabric")}
         )
@@ -474,6 +484,8 @@ class Deployer:
         if params["wait"] and not tfm.check_mode and not plan["note"]:
             status = self.wait_ready(applied, spec, plan, endpoint, cluster)
         stored = objects.write_status(applied, status)
+        if params["wait"] and status["phase"] == FAILED:
+            raise RolloutFailed(f"ModelDeployment {self.namespace}/{self.name} failed: {status['message']}")
         return {
             "model_deployment": stored,
             "status": status,
@@ -491,7 +503,8 @@ class Deployer:
         def check():
             latest["status"] = self.observe(applied, spec, plan, endpoint, cluster)
             status = latest["status"]
-            done = status if status["phase"] == "Ready" else None
+            # Failed (a stuck pod, a rollout past its deadline) ends the wait at once: present() then fails.
+            done = status if status["phase"] in (READY, FAILED) else None
             return done, f"{status['phase']}: {status['message']}"
 
         try:

@@ -9,13 +9,12 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: model_deployment_info
 short_description: List Token Factory model deployments, their status and GPU placement
-version_added: 0.1.0
 description:
-  - Returns C(ModelDeployment) objects (C(tokenfactory.io/v1alpha1)) of a namespace, or one by name, with their status.
-  - "Useful fields: status.phase, status.upstreamURL, status.placement (nodes, gpuType), status.capacity."
-author:
-  - Token Factory maintainers (@tokenfactory)
+  - Deployments with their phase, upstream URL, GPU placement and capacity estimate.
+version_added: 0.1.0
+author: Token Factory maintainers (@tokenfactory)
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.info
   - tokenfactory.spark.read_only
@@ -35,14 +34,34 @@ EXAMPLES = r"""
 
 RETURN = r"""
 model_deployments:
-  description: The ModelDeployment objects found (spec and status; managedFields removed), sorted by name.
+  description: The ModelDeployment objects found (managedFields removed), sorted by name.
   returned: always
   type: list
   elements: dict
+  contains:
+    status:
+      description: What the module observed when it last ran.
+      type: dict
+      contains:
+        phase:
+          description: Pending, Progressing, Ready (the only phase the gateway routes) or Failed.
+          type: str
+        upstreamURL:
+          description: Where the gateway sends the requests.
+          type: str
+        placement:
+          description: gpuType, GPUs per replica and pod, nodes per replica, the nodes and fabric.
+          type: dict
+        capacity:
+          description: Bytes per GPU for weights, KV cache, overhead, required and usable.
+          type: dict
+        children:
+          description: The objects it rendered, as Kind/name.
+          type: list
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_info
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import MODEL_DEPLOYMENT
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_info
 
 
 def main():

@@ -9,13 +9,12 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: model_info
 short_description: List Token Factory models
-version_added: 0.1.0
 description:
-  - Returns C(Model) objects (C(tokenfactory.io/v1alpha1)) of a namespace, or one by name, with their status.
-  - "Useful fields: spec.servedName (OpenAI model name), spec.source, spec.architecture."
-author:
-  - Token Factory maintainers (@tokenfactory)
+  - Models with their source, served name (the OpenAI C(model) clients send) and architecture facts.
+version_added: 0.1.0
+author: Token Factory maintainers (@tokenfactory)
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.info
   - tokenfactory.spark.read_only
@@ -26,22 +25,23 @@ EXAMPLES = r"""
   tokenfactory.spark.model_info:
     namespace: tokenfactory
   register: info
-
-- name: Show them
-  ansible.builtin.debug:
-    msg: "{{ info.models | map(attribute='spec.servedName') }}"
 """
 
 RETURN = r"""
 models:
-  description: The Model objects found (spec and status; managedFields removed), sorted by name.
+  description: The Model objects found (managedFields removed), sorted by name.
   returned: always
   type: list
   elements: dict
+  contains:
+    spec:
+      description: provider, source, revision, servedName, architecture (parametersBillions, numLayers, numKVHeads,
+        headDim, maxContextLength, dtype).
+      type: dict
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_info
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import MODEL
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_info
 
 
 def main():

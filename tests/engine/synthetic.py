@@ -370,8 +370,8 @@ class SyntheticUpstream:
         """Send the SSE stream; its finish reason is decided (and counted) before the closing events are sent."""
         config, body, arrival = self.config, http11.ChunkedStream(writer), outcome.arrival
 
-        async def event(payload) -> None:
-            data = payload if isinstance(payload, str) else json.dumps(payload)
+        async def event(payload) -> None:  # compact JSON, as vLLM (pydantic) sends its chunks
+            data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
             await body.write(f"data: {data}\n\n".encode())
 
         await body.begin(200, "text/event-stream; charset=utf-8", keep_alive)

@@ -6,6 +6,8 @@ import pytest
 
 FAULT_FIGURES = pytest.StashKey[list]()
 
+from tests.engine.synthetic import SyntheticUpstream
+
 from .gateway import Gateway
 from lab.datastores import PostgresServer, RedisServer
 
@@ -22,6 +24,13 @@ def redis_server():
     server = RedisServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def upstream():
+    """The deterministic synthetic engine (tests/engine/synthetic.py) serving tiny-qwen2, 8 output tokens."""
+    with SyntheticUpstream(model="tiny-qwen2", output_tokens=8) as up:
+        yield up
 
 
 @pytest.fixture

@@ -39,9 +39,12 @@ def deployment_objects(name, model, upstream, tenants=("*",), rate_limits=None, 
 
 
 class Gateway:
-    """A set of gateway replicas sharing one config, database and Redis prefix."""
+    """A set of gateway replicas sharing one config, database and Redis prefix. `source`: the services/gateway
+    directory to run (default this checkout's, or TF_GATEWAY_UNDER_TEST); a build from before the internal
+    listener (one listener for everything) runs with `internal_listen=None`."""
 
-    def __init__(self, postgres, redis, objects, **settings):
+    def __init__(self, postgres, redis, objects, source=None, **settings):
+        self.source = pathlib.Path(source) if source else SERVICE_DIR
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="tf-gw-"))
         self.routing_file = self.dir / "routing.yaml"
         self.set_routing(objects)
@@ -69,20 +72,21 @@ class Gateway:
     def env(self) -> dict:
         return {
             **os.environ,
-            "PYTHONPATH": str(SERVICE_DIR),
+            "PYTHONPATH": str(self.source),
             "TF_GATEWAY_ADMIN_TOKEN": self.admin_token,
             "TF_GATEWAY_KEY_PEPPER": self.pepper,
             "TF_GATEWAY_DATABASE_URL": self.postgres.dsn(self.database),
         }
 
-    def add_replica(self, **overrides) -> Replica:
+    def add_replica(self, wrapper=(), timeout=60, **overrides) -> Replica:
         """Start one more replica; its public listener (`listen`, first address = its own) and internal
-        listener get free ports unless `overrides` says otherwise."""
+        listener get free ports unless `overrides` says otherwise. `wrapper`: argv prefix (e.g. valgrind)."""
         index = len(self.replicas)
         config = self.dir / f"replica{index}.yaml"
         listeners = {"listen": f"127.0.0.1:{free_port()}", "internal_listen": f"127.0.0.1:{free_port()}"}
-        config.write_text(yaml.safe_dump({**self.settings, **listeners, **overrides}))
-        replica = Replica(self, config, self.dir / f"replica{index}.log").start()
+        settings = {k: v for k, v in {**self.settings, **listeners, **overrides}.items() if v is not None}
+        config.write_text(yaml.safe_dump(settings))
+        replica = Replica(self, config, self.dir / f"replica{index}.log", list(wrapper)).start(timeout)
         self.replicas.append(replica)
         return replica
 
@@ -126,11 +130,12 @@ INTERNAL_PATHS = ("/admin/", "/metrics", "/health", "/ready")
 
 
 class Replica:
-    def __init__(self, gateway: Gateway, config: pathlib.Path, log_path: pathlib.Path):
-        self.gateway, self.config, self.log_path = gateway, config, log_path
+    def __init__(self, gateway: Gateway, config: pathlib.Path, log_path: pathlib.Path, wrapper=()):
+        self.gateway, self.config, self.log_path, self.wrapper = gateway, config, log_path, list(wrapper)
         settings = yaml.safe_load(config.read_text())
         self.port = int(settings["listen"].split(",")[0].rsplit(":", 1)[1])
-        self.internal_port = int(settings["internal_listen"].rsplit(":", 1)[1])
+        internal = settings.get("internal_listen")  # absent: a build with one listener for everything
+        self.internal_port = int(internal.rsplit(":", 1)[1]) if internal else self.port
         scheme = "https" if settings.get("tls_cert_file") else "http"
         self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.internal_url = f"http://127.0.0.1:{self.internal_port}"
@@ -139,7 +144,7 @@ class Replica:
     def start(self, timeout: float = 60) -> Replica:
         log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tokenfactory_gateway", "--config", str(self.config)],
+            [*self.wrapper, sys.executable, "-m", "tokenfactory_gateway", "--config", str(self.config)],
             env=self.gateway.env(),
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -27,12 +27,6 @@ MESSAGES = [{"role": "user", "content": "say four words"}]  # 3 words + 3 templa
 
 
 @pytest.fixture
-def upstream():
-    with SyntheticUpstream(model=MODEL, output_tokens=8) as up:
-        yield up
-
-
-@pytest.fixture
 def gw(gateway_factory, upstream):
     objects = deployment_objects("tiny", MODEL, upstream.base_url, tenants=["acme"]) + deployment_objects(
         "hidden", OTHER, upstream.base_url, tenants=["globex"]

@@ -2,6 +2,7 @@
 a kill -9 while usage is spooled or being replayed, an engine killed mid-stream, a kill -9 right after responses
 completed. What the client was served is metered, and what was revoked stays revoked."""
 
+import contextlib
 import json
 import signal
 import time
@@ -18,12 +19,6 @@ from lab.wait import wait_until
 pytestmark = [pytest.mark.gateway, pytest.mark.slow]
 MODEL = "tiny-qwen2"
 MESSAGES = [{"role": "user", "content": "say four words"}]  # 6 prompt tokens
-
-
-@pytest.fixture
-def upstream():
-    with SyntheticUpstream(model=MODEL, output_tokens=8) as up:
-        yield up
 
 
 def client(url, key, **kw):
@@ -64,11 +59,21 @@ def test_kill_9_right_after_responses_completed_loses_no_row(gateway_factory, up
     assert gw.sql("SELECT sum(completion_tokens) FROM usage_records") == str(6 * 3 + 6 * 8)
 
 
-def test_frozen_postgres_neither_hangs_the_gateway_nor_loses_usage(redis_server, upstream):
+@contextlib.contextmanager
+def own_postgres(redis_server, upstream):
+    """A gateway (one replica) on a PostgreSQL of its own, for tests that stop or freeze the database."""
     postgres = PostgresServer().start()
     gw = Gateway(postgres, redis_server, deployment_objects("tiny", MODEL, upstream.base_url), database_timeout=1.0)
     try:
-        replica = gw.add_replica()
+        gw.add_replica()
+        yield postgres, gw, gw.replicas[0]
+    finally:
+        gw.stop()
+        postgres.stop()
+
+
+def test_frozen_postgres_neither_hangs_the_gateway_nor_loses_usage(redis_server, upstream):
+    with own_postgres(redis_server, upstream) as (postgres, gw, replica):
         c = client(gw.url, gw.create_key("acme", "k1"))
         other = client(gw.url, gw.create_key("acme", "k2"))  # created, never used: not in the key cache
         served = [served_request(c, i) for i in range(4)]
@@ -92,9 +97,6 @@ def test_frozen_postgres_neither_hangs_the_gateway_nor_loses_usage(redis_server,
         replica.start()
         wait_until(lambda: set(served) <= ledger_ids(gw), 30, "rows of the freeze written after the restart")
         assert len(ledger_ids(gw)) == 20
-    finally:
-        gw.stop()
-        postgres.stop()
 
 
 def test_legacy_replay_file_of_a_killed_gateway_is_written_at_start(gateway_factory, upstream):
@@ -120,10 +122,7 @@ def test_legacy_replay_file_of_a_killed_gateway_is_written_at_start(gateway_fact
 
 
 def test_kill_9_while_the_spool_is_replayed_loses_nothing(redis_server, upstream):
-    postgres = PostgresServer().start()
-    gw = Gateway(postgres, redis_server, deployment_objects("tiny", MODEL, upstream.base_url), database_timeout=1.0)
-    try:
-        replica = gw.add_replica()
+    with own_postgres(redis_server, upstream) as (postgres, gw, replica):
         c = client(gw.url, gw.create_key("acme"))
         served = [served_request(c, i) for i in range(2)]
         postgres.halt()
@@ -135,9 +134,6 @@ def test_kill_9_while_the_spool_is_replayed_loses_nothing(redis_server, upstream
         replica.start()
         wait_until(lambda: set(served) <= ledger_ids(gw), 30, "spooled rows after the kill")
         assert len(ledger_ids(gw)) == 30
-    finally:
-        gw.stop()
-        postgres.stop()
 
 
 @pytest.mark.parametrize("how", ["killed", "ended"])

@@ -1,12 +1,12 @@
 """What clients and upstreams send is checked before it can change metering: request fields, upstream usage,
-names, oversized request lines. Every refusal is an OpenAI-shaped error."""
+names, oversized request lines. Every refusal is an OpenAI-shaped error. The synthetic upstream (fixture
+`upstream`) coerces `stream` the way a lenient engine does (vLLM's request models stream on "yes", 1, "true")."""
 
 import json
 import socket
 
 import pytest
 
-from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.gateway import deployment_objects
 from tests.gateway.scripted_upstream import ScriptedUpstream
 from lab.wait import wait_until
@@ -14,13 +14,6 @@ from lab.wait import wait_until
 pytestmark = pytest.mark.gateway
 MODEL = "tiny-qwen2"
 MESSAGES = [{"role": "user", "content": "say four words"}]  # 6 prompt tokens
-
-
-@pytest.fixture
-def upstream():
-    # The synthetic upstream coerces `stream` the way a lenient engine (vLLM's pydantic models) does.
-    with SyntheticUpstream(model=MODEL, output_tokens=8) as up:
-        yield up
 
 
 @pytest.fixture

@@ -6,19 +6,12 @@ import time
 import openai
 import pytest
 
-from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.gateway import deployment_objects
 from lab.wait import wait_until
 
 pytestmark = pytest.mark.gateway
 MODEL = "tiny-qwen2"
 MESSAGES = [{"role": "user", "content": "say four words"}]  # 6 prompt tokens
-
-
-@pytest.fixture
-def upstream():
-    with SyntheticUpstream(model=MODEL, output_tokens=8) as up:
-        yield up
 
 
 async def burst(gw, keys, count, max_tokens=1):

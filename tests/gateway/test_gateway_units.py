@@ -218,3 +218,42 @@ def test_a_failed_insert_of_any_kind_leaves_its_rows_journaled_and_they_are_repl
         assert list(tmp_path.iterdir()) == [], "a clean close leaves nothing to replay"
 
     asyncio.run(scenario())
+
+
+# Chunks exactly as vLLM 0.32 (CPU) sends them with stream_options {include_usage, continuous_usage_stats}.
+VLLM_ID = (
+    b'{"id":"chatcmpl-b20e754afc3187d0","object":"chat.completion.chunk","created":1796419546,"model":"tiny-qwen2",'
+)
+VLLM_ROLE = VLLM_ID + (
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],'
+    b'"usage":{"prompt_tokens":19,"total_tokens":19,"completion_tokens":0,"completion_tokens_details":null},'
+    b'"prompt_token_ids":null,"prompt_text":null}'
+)
+VLLM_TOKEN = VLLM_ID + (
+    b'"choices":[{"index":0,"delta":{"content":"\\n"},"logprobs":null,"finish_reason":null,"token_ids":null}],'
+    b'"usage":{"prompt_tokens":19,"total_tokens":%d,"completion_tokens":%d,"completion_tokens_details":null}}'
+)
+VLLM_FINAL = VLLM_ID + (
+    b'"choices":[],"usage":{"prompt_tokens":19,"total_tokens":22,"completion_tokens":3},'
+    b'"system_fingerprint":"vllm-0.32.0-a92570ad"}'
+)
+
+
+def vllm_event(data: bytes) -> bytes:
+    return b"data: " + data + b"\n\n"
+
+
+def test_vllm_running_usage_is_cut_out_of_the_bytes():
+    tokens = [VLLM_TOKEN % (19 + i, i) for i in (1, 2, 3)]
+    stream = b"".join(vllm_event(d) for d in (VLLM_ROLE, *tokens, VLLM_FINAL)) + DONE
+    out, sse = relay(stream, "none")
+    cut = [vllm_event(d[: d.index(b',"usage":{')] + b"}") for d in tokens]  # every other byte as vLLM sent it
+    role = json.loads(VLLM_ROLE)
+    del role["usage"]
+    assert out == b"data: " + json.dumps(role, separators=(",", ":")).encode() + b"\n\n" + b"".join(cut)
+    assert sse.usage == (19, 3) and sse.content_events == 3 and sse.done
+    out, sse = relay(stream, "final")
+    assert out.endswith(vllm_event(VLLM_FINAL)), "the usage chunk the client asked for stays as sent"
+    assert relay(stream, "all")[0] == stream[: -len(DONE)]
+    cut_short, sse = relay(b"".join(vllm_event(d) for d in (VLLM_ROLE, *tokens[:2])), "none")
+    assert sse.usage == (19, 2) and not sse.done and b"usage" not in cut_short

@@ -26,10 +26,11 @@ SNAPSHOT_TYPES = (
 )
 
 
-def run_module(module_name, kubeconfig, check_mode=False, diff=False, **args):
-    """Run tokenfactory.spark.<name> like Ansible does (args JSON in, result JSON out); return the result."""
+def run_module(module_name, default_kubeconfig, check_mode=False, diff=False, **args):
+    """Run tokenfactory.spark.<name> like Ansible does (args JSON in, result JSON out); return the result.
+    The lab's kubeconfig is used unless args set `kubeconfig` (a path, a dict, or None for host/api_key)."""
     module = importlib.import_module(f"ansible_collections.tokenfactory.spark.plugins.modules.{module_name}")
-    args = {"kubeconfig": str(kubeconfig), **args, "_ansible_check_mode": check_mode, "_ansible_diff": diff}
+    args = {"kubeconfig": str(default_kubeconfig), **args, "_ansible_check_mode": check_mode, "_ansible_diff": diff}
     out = io.StringIO()
     with patch_module_args(args), contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
         module.main()

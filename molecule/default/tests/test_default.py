@@ -20,11 +20,14 @@ def test_swap_target_masked(host):
     assert host.run("systemctl is-enabled swap.target").stdout.strip() == "masked"
 
 
-def test_containerd_runs_with_systemd_cgroups_and_nvidia_dropin(host):
+def test_containerd_runs_with_the_lab_cgroup_driver_and_nvidia_dropin(host):
     assert host.service("containerd").is_running
     dump = host.check_output("containerd config dump")
     assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in dump
-    assert dump.count("SystemdCgroup = true") == 2  # runc and nvidia
+    # LAB: cgroupfs for runc and nvidia (the kubelet's driver on this cgroup v1 VM; production: systemd), and no
+    # negative OOM scores (forbidden here).
+    assert dump.count("SystemdCgroup = false") == 2
+    assert "restrict_oom_score_adj = true" in dump
     assert host.file("/etc/containerd/conf.d/99-nvidia.toml").exists
     assert "runtimes.nvidia" not in host.file("/etc/containerd/config.toml").content_string
 

@@ -1,10 +1,11 @@
-"""Verify the kubernetes role on the host: real v1.36.3 binaries, kubelet units, kubeadm config, PKI, kubeconfig."""
+"""The kubernetes role on the real node: v1.36.3 binaries, kubelet units, kubeadm config, PKI, kubeconfig."""
 
 import ipaddress
 import os
 import pathlib
 import stat
 
+import kubernetes
 import pytest
 import yaml
 from cryptography import x509
@@ -17,8 +18,8 @@ EXTRA_SANS = {"spark.tokenfactory.test", "10.20.30.40"}
 
 @pytest.fixture(scope="module")
 def kubeadm_config(host):
-    init, cluster, kubelet = yaml.safe_load_all(host.file("/etc/kubernetes/kubeadm-config.yaml").content_string)
-    return {"init": init, "cluster": cluster, "kubelet": kubelet}
+    docs = list(yaml.safe_load_all(host.file("/etc/kubernetes/kubeadm-config.yaml").content_string))
+    return {doc["kind"]: doc for doc in docs}
 
 
 @pytest.fixture(scope="module")
@@ -33,23 +34,29 @@ def test_binaries_are_the_built_release(host):
     assert kubectl["clientVersion"]["gitVersion"] == VERSION
 
 
-def test_kubelet_unit_with_kubeadm_dropin_is_enabled(host):
-    assert host.service("kubelet").is_enabled
+def test_kubelet_runs_from_the_unit_with_the_kubeadm_dropin(host):
+    kubelet = host.service("kubelet")
+    assert kubelet.is_enabled and kubelet.is_running
     drop_ins = host.check_output("systemctl show -p DropInPaths --value kubelet")
     assert "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf" in drop_ins
     exec_start = host.check_output("systemctl show -p ExecStart --value kubelet")
     assert "path=/usr/local/bin/kubelet" in exec_start
     assert "$KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS" in exec_start
+    # kubeadm wrote the node IP into the flags file the drop-in reads.
+    assert "--node-ip=" in host.file("/var/lib/kubelet/kubeadm-flags.env").content_string
 
 
 def test_kubeadm_config_rendered_private_and_valid(host, kubeadm_config, node_ip):
-    config = host.file("/etc/kubernetes/kubeadm-config.yaml")
-    assert config.mode == 0o600
-    assert kubeadm_config["init"]["localAPIEndpoint"]["advertiseAddress"] == node_ip
-    assert kubeadm_config["cluster"]["networking"] == {"podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/12"}
-    assert kubeadm_config["cluster"]["controlPlaneEndpoint"] == f"{node_ip}:6443"
-    assert kubeadm_config["kubelet"]["cgroupDriver"] == "systemd"
-    # The real kubeadm accepts it (the role ran this too); a broken file would fail here.
+    assert host.file("/etc/kubernetes/kubeadm-config.yaml").mode == 0o600
+    init, cluster = kubeadm_config["InitConfiguration"], kubeadm_config["ClusterConfiguration"]
+    assert init["localAPIEndpoint"]["advertiseAddress"] == node_ip
+    # Single node that serves the GPU: registered without the control-plane taint; one named preflight exception.
+    assert init["nodeRegistration"]["taints"] == []
+    assert init["nodeRegistration"]["ignorePreflightErrors"] == ["SystemVerification"]
+    assert cluster["networking"] == {"podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/12"}
+    assert cluster["controlPlaneEndpoint"] == f"{node_ip}:6443"
+    assert cluster["imageRepository"] == "registry.k8s.io"
+    assert kubeadm_config["KubeProxyConfiguration"]["conntrack"] == {"maxPerCore": 0}
     assert host.run("kubeadm config validate --config /etc/kubernetes/kubeadm-config.yaml").rc == 0
 
 
@@ -63,18 +70,19 @@ def test_apiserver_certificate_carries_the_configured_sans(host, node_ip):
     assert {str(ipaddress.ip_network("10.96.0.0/12")[1]), node_ip, "10.20.30.40"} <= ips
 
 
-def test_pki_and_kubeconfigs_generated_by_kubeadm(host):
+def test_pki_private_and_join_config_gone(host):
     for name in ("ca.key", "apiserver.key", "sa.key", "front-proxy-ca.key", "etcd/ca.key"):
         assert host.file(f"/etc/kubernetes/pki/{name}").mode == 0o600, name
-    for name in ("admin.conf", "super-admin.conf", "kubelet.conf", "controller-manager.conf", "scheduler.conf"):
-        assert host.file(f"/etc/kubernetes/{name}").exists, name
-    # The role stops before the control-plane phase: no static pods, i.e. not "initialised".
-    assert not host.file("/etc/kubernetes/manifests/kube-apiserver.yaml").exists
+    assert host.file("/etc/kubernetes/manifests/kube-apiserver.yaml").exists
+    assert not host.file("/etc/kubernetes/kubeadm-join.yaml").exists
 
 
-def test_admin_kubeconfig_fetched_private(node_ip):
+def test_admin_kubeconfig_on_the_controller_is_private_and_works(node_ip):
     path = pathlib.Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "tokenfactory-admin.conf")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     config = yaml.safe_load(path.read_text())
     assert config["clusters"][0]["cluster"]["server"] == f"https://{node_ip}:6443"
     assert config["users"][0]["name"] == "kubernetes-admin"
+    # The controller reaches the real API server with it.
+    api = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(path)))
+    assert [node.metadata.name for node in api.list_node().items] == ["tf-spark-1"]

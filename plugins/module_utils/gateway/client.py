@@ -24,10 +24,6 @@ GATEWAY_AUTH_ARG_SPEC = {
     "ca_path": {"type": "path"},
     "timeout": {"type": "int", "default": 30},
 }
-LIMIT_OPTIONS = {
-    "requests_per_minute": {"type": "int", "default": 0},
-    "tokens_per_minute": {"type": "int", "default": 0, "no_log": False},  # a count, not a secret token
-}
 
 
 class GatewayError(Exception):

@@ -1,19 +1,32 @@
 # -*- coding: utf-8 -*-
 # Copyright: tokenfactory.spark contributors
 # Apache License 2.0 (see LICENSE)
-"""The one Kubernetes client layer of tokenfactory.spark: auth, REST paths, server-side apply."""
+"""The one Kubernetes client layer of tokenfactory.spark: auth, REST paths, server-side apply, retries.
+
+Authentication is kubernetes.core's own (the same options, environment variables and kubeconfig handling as its
+modules: kubeconfig as a file or a dict, contexts, proxy, impersonation, ...). Requests go straight to fixed REST
+paths, without kubernetes.core's discovery client: the kinds are known, so no discovery round trips and no stale
+discovery cache. Transient answers (409, 429, 5xx) are retried with backoff in one place (retries.py).
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import urllib.parse
 
-from ansible.module_utils.basic import env_fallback, missing_required_lib
+from ansible.module_utils.basic import missing_required_lib
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC as CORE_AUTH_ARG_SPEC
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.retries import RetryableError, with_retries
 
 try:
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import (
+        _create_auth_spec,
+        _create_configuration,
+        _create_headers,
+        _set_header,
+    )
     from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
+    from kubernetes.config import ConfigException
 
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None
@@ -21,22 +34,9 @@ except ImportError as exc:  # pragma: no cover - reported by require_kubernetes(
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = exc
 
-# Options shared by every module that talks to Kubernetes (documented in doc_fragments/k8s_auth.py).
-AUTH_ARG_SPEC = {
-    "kubeconfig": {"type": "path", "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
-    "context": {"type": "str", "fallback": (env_fallback, ["K8S_AUTH_CONTEXT"])},
-    "host": {"type": "str", "fallback": (env_fallback, ["K8S_AUTH_HOST"])},
-    "api_key": {"type": "str", "no_log": True, "fallback": (env_fallback, ["K8S_AUTH_API_KEY"])},
-    "validate_certs": {
-        "type": "bool",
-        "aliases": ["verify_ssl"],
-        "fallback": (env_fallback, ["K8S_AUTH_VERIFY_SSL"]),
-    },
-    "ca_cert": {"type": "path", "aliases": ["ssl_ca_cert"], "fallback": (env_fallback, ["K8S_AUTH_SSL_CA_CERT"])},
-    "client_cert": {"type": "path", "aliases": ["cert_file"], "fallback": (env_fallback, ["K8S_AUTH_CERT_FILE"])},
-    "client_key": {"type": "path", "aliases": ["key_file"], "fallback": (env_fallback, ["K8S_AUTH_KEY_FILE"])},
-    "request_timeout": {"type": "int", "default": 30},
-}
+# kubernetes.core's connection options (documented by its doc fragment kubernetes.core.k8s_auth_options), plus
+# the time one request may take.
+AUTH_ARG_SPEC = {**CORE_AUTH_ARG_SPEC, "request_timeout": {"type": "int", "default": 30}}
 
 
 # kind -> ResourceType, filled as types are declared (here, in tokenfactory/kinds.py and by the engines).
@@ -74,6 +74,7 @@ NAMESPACE = ResourceType("v1", "Namespace", "namespaces", namespaced=False)
 SECRET = ResourceType("v1", "Secret", "secrets")
 SERVICE = ResourceType("v1", "Service", "services")
 POD = ResourceType("v1", "Pod", "pods")
+ENDPOINT_SLICE = ResourceType("discovery.k8s.io/v1", "EndpointSlice", "endpointslices")
 DEPLOYMENT = ResourceType("apps/v1", "Deployment", "deployments")
 STATEFUL_SET = ResourceType("apps/v1", "StatefulSet", "statefulsets")
 HPA = ResourceType("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers")
@@ -88,10 +89,17 @@ def type_of(obj):
 class K8sError(Exception):
     """An API call failed; .status is the HTTP status (0 when the server was not reached)."""
 
+    # Conflict, throttling and server-side trouble pass: the same request may well succeed a moment later.
+    TRANSIENT = frozenset({409, 429, 500, 502, 503, 504})
+
     def __init__(self, status, message, reason=""):
         super().__init__(message)
         self.status = status
         self.reason = reason
+
+    @property
+    def transient(self):
+        return self.status in self.TRANSIENT
 
 
 def require_kubernetes(module):
@@ -100,47 +108,45 @@ def require_kubernetes(module):
 
 
 def api_client_from_params(params):
-    """Build an ApiClient from the auth options: kubeconfig/context first, then explicit overrides."""
-    configuration = k8s_client.Configuration()
-    kubeconfig = params.get("kubeconfig")
-    explicit_host = params.get("host")
-    if kubeconfig or params.get("context") or not explicit_host:
-        try:
-            k8s_config.load_kube_config(
-                config_file=kubeconfig,
-                context=params.get("context"),
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        except Exception as exc:
-            if not explicit_host:
-                where = kubeconfig or os.environ.get("KUBECONFIG", "~/.kube/config")
-                try:
-                    k8s_config.load_incluster_config(client_configuration=configuration)
-                except Exception:
-                    raise K8sError(0, f"cannot load kubeconfig {where}: {exc}") from exc
-    if explicit_host:
-        configuration.host = explicit_host.rstrip("/")
-    if params.get("api_key"):
-        configuration.api_key = {"authorization": f"Bearer {params['api_key']}"}
-    if params.get("validate_certs") is not None:
-        configuration.verify_ssl = params["validate_certs"]
-    for option, attribute in (("ca_cert", "ssl_ca_cert"), ("client_cert", "cert_file"), ("client_key", "key_file")):
-        if params.get(option):
-            setattr(configuration, attribute, params[option])
-    return k8s_client.ApiClient(configuration)
+    """An ApiClient configured by kubernetes.core from the auth options (and K8S_AUTH_* environment variables)."""
+    options = {name: params.get(name) for name in CORE_AUTH_ARG_SPEC}
+    try:
+        configuration = _create_configuration(_create_auth_spec(**options))
+    except (ConfigException, OSError, TypeError, ValueError) as exc:
+        kubeconfig = options.get("kubeconfig")
+        where = (
+            kubeconfig
+            if isinstance(kubeconfig, str)
+            else "the kubeconfig given as a dict"
+            if kubeconfig
+            else "the default kubeconfig"
+        )
+        raise K8sError(0, f"cannot configure the Kubernetes client from {where}: {exc}") from exc
+    configuration.retries = False  # urllib3 would retry some 429/503 silently; retries.py does it for all, visibly
+    api = k8s_client.ApiClient(configuration)
+    for header, value in _create_headers(**options).items():  # Impersonate-User, Impersonate-Group
+        _set_header(api, header, value)
+    return api
 
 
 class KubeClient:
     """Thin JSON client over the kubernetes ApiClient; every module goes through it."""
 
-    def __init__(self, params, field_manager, api_client=None):
+    def __init__(self, params, field_manager, api_client=None, on_retry=None):
         self.api = api_client or api_client_from_params(params)
         self.timeout = params.get("request_timeout") or 30
         self.field_manager = field_manager
+        self.on_retry = on_retry
 
-    def request(self, method, path, body=None, query=None, content_type="application/json"):
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+    def request(self, method, path, body=None, query=None, content_type="application/json", text=False):
+        """One API call, retried on transient answers: the decoded JSON answer (text=True: the answer as text,
+        e.g. a pod log), or K8sError."""
+        return with_retries(
+            lambda: self._request(method, path, body, query, content_type, text), f"{method} {path}", self.on_retry
+        )
+
+    def _request(self, method, path, body, query, content_type, text):
+        headers = {"Accept": "*/*" if text else "application/json", "Content-Type": content_type}
         query_pairs = [(k, v) for k, v in (query or {}).items() if v is not None]
         try:
             serialized = self.api.param_serialize(
@@ -155,16 +161,19 @@ class KubeClient:
             data = response.read()
         except Exception as exc:
             raise K8sError(0, f"{method} {path}: cannot reach the API server: {exc}") from exc
-        text = data.decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else str(data or "")
+        answer = data.decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else str(data or "")
         if not 200 <= response.status <= 299:
-            message, reason = text, ""
+            message, reason = answer, ""
             try:
-                status = json.loads(text)
-                message, reason = status.get("message", text), status.get("reason", "")
+                status = json.loads(answer)
+                message, reason = status.get("message", answer), status.get("reason", "")
             except ValueError:
                 pass
-            raise K8sError(response.status, message, reason)
-        return json.loads(text) if text else {}
+            error = K8sError(response.status, message, reason)
+            raise RetryableError(error, response.getheader("Retry-After")) if error.transient else error
+        if text:
+            return answer
+        return json.loads(answer) if answer else {}
 
     def get(self, rtype, name, namespace=None):
         """The object, or None when it does not exist."""
@@ -174,6 +183,15 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise
+
+    def log(self, pod, namespace, container, tail_lines=None, previous=False):
+        """The last lines of a pod container's log (previous=True: of its run before the last restart)."""
+        query = {
+            "container": container,
+            "tailLines": None if tail_lines is None else str(tail_lines),
+            "previous": "true" if previous else None,
+        }
+        return self.request("GET", POD.path(namespace, pod, "log"), query=query, text=True)
 
     def list(self, rtype, namespace=None, label_selector=None):
         query = {"labelSelector": label_selector}

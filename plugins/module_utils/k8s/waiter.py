@@ -49,6 +49,10 @@ def crd_established(client, name):
     return check
 
 
+class RolloutFailed(Exception):
+    """A rollout that cannot finish (its progress deadline passed): waiting longer will not help."""
+
+
 class Rollout:
     """done: every replica updated and available; failed: it cannot finish (progress deadline exceeded)."""
 

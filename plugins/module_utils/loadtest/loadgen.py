@@ -30,6 +30,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.prompt
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.sse_recorder import SSERecorder
 
 MODES = ("closed", "poisson", "constant")
+_PROMPT_MARK = "\x00tokenfactory-prompt\x00"
 APIS = ("chat", "completions")
 
 
@@ -86,8 +87,17 @@ class LoadSpec:
         self.seed, self.prompts = seed, list(prompts) if prompts else None
         self.request_timeout, self.max_duration = float(request_timeout), float(max_duration)
         self.extra_body = dict(extra_body or {})
+        self._body_parts = None
 
     def body(self, prompt):
+        """Request body for one prompt: the fixed JSON around the prompt is encoded once per spec."""
+        if self._body_parts is None:
+            self._body_parts = self._encode(_PROMPT_MARK).split(json.dumps(_PROMPT_MARK).encode())
+        if len(self._body_parts) != 2:  # the mark also occurs elsewhere (extra_body): encode it all
+            return self._encode(prompt)
+        return json.dumps(prompt).encode().join(self._body_parts)
+
+    def _encode(self, prompt):
         doc = {"model": self.model}
         if self.api == "chat":
             doc["messages"] = [{"role": "user", "content": prompt}]
@@ -165,7 +175,7 @@ class LoadGenerator:
         self.redact = [s for s in redact if s]
         if spec.api_key:
             self.redact.append(spec.api_key)
-        self._headers = spec.headers()
+        self._head_start = spec.target.request_head("POST", spec.headers(), 0)[: -len(b"0\r\n\r\n")]
         self.token_model = (0.0, 1.0)
         self.first_success_wall = None
         self.deadline_hit = False
@@ -173,7 +183,7 @@ class LoadGenerator:
     # -- requests -----------------------------------------------------------------------------
     async def send(self, record):
         body = self.spec.body(record.prompt)
-        head = self.spec.target.request_head("POST", self._headers, len(body))
+        head = self._head_start + b"%d\r\n\r\n" % len(body)
         record.start = time.perf_counter()
         result = await self.client.request(self.spec.target, head, body, _sink_factory, self.spec.request_timeout)
         record.end = time.perf_counter()

@@ -20,7 +20,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.http_s
     redact_url,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.loadgen import LoadGenerator, LoadSpec
-from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import prom_scrape, stats
+from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import event_loop, prom_scrape, stats
 
 SCHEMA = "tokenfactory.spark/validation/v1"
 FIRST_SAMPLE_GAP = 0.1  # seconds between the first engine gauge samples (then doubling up to scrape_interval)
@@ -61,7 +61,7 @@ def plan(options):
 
 
 def run_validation(options):
-    return asyncio.run(_run(options))
+    return event_loop.run(_run(options))
 
 
 async def _run(options):

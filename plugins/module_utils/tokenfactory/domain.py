@@ -32,19 +32,21 @@ KINDS = {
 # ---- phases (status.phase) --------------------------------------------------------------------------
 # What the modules write: a ModelDeployment is Pending (queued, unschedulable or scaled to zero),
 # Progressing (rolling out), Ready (every replica updated and available) or Failed (the rollout cannot finish).
-DEPLOYMENT_PHASES = ["Pending", "Progressing", "Ready", "Failed"]
-READY = "Ready"
+PENDING, PROGRESSING, READY, FAILED = "Pending", "Progressing", "Ready", "Failed"
+DEPLOYMENT_PHASES = [PENDING, PROGRESSING, READY, FAILED]
 # The gateway sends traffic to a deployment only in these phases.
 ROUTABLE_PHASES = [READY]
 
 # ---- enums ------------------------------------------------------------------------------------------
 COMPUTE_PROFILES = ["gpu", "cpu"]
-# Per provider type: the source format the Model must use, and the env variable engines read the credential from.
+# Per provider type: the source format the Model must use, the env variable engines read the credential from and
+# the one that points them at Provider.spec.url (a mirror of the hub, an S3 endpoint) when it is set.
 PROVIDER_TYPES = {
     "huggingface": {
         "source": r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$",
         "sourceExample": "a Hugging Face repo id like Qwen/Qwen2-0.5B-Instruct",
         "credentialEnv": "HF_TOKEN",
+        "urlEnv": "HF_ENDPOINT",
     },
     "ngc": {
         "source": r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)+(:[A-Za-z0-9._-]+)?$",
@@ -55,6 +57,7 @@ PROVIDER_TYPES = {
         "source": r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$",
         "sourceExample": "an object storage URL like s3://bucket/path/to/model",
         "credentialEnv": "AWS_SECRET_ACCESS_KEY",
+        "urlEnv": "AWS_ENDPOINT_URL",
     },
 }
 # Weight storage types and bytes per parameter (4-bit formats carry block scales: about 4.5 bits per weight).
@@ -112,7 +115,8 @@ PRICING_FIELDS = {"currency": "currency", "input_per_1m": "inputPer1M", "output_
 # An entry: field (spec name), type (JSON schema type), and optionally format (FORMATS), enum, minimum, maximum,
 # minLength/maxLength, maxItems, items (for arrays), options (for objects: nested entries), required (in the CRD),
 # default (the module's default), atLeast (smallest quantity), unit (perMinute: a rate limit), optionType (when
-# the option's shape differs from the field's), and crdOnly for fields the module fills from other options.
+# the option's shape differs from the field's), secret (never logged: no_log), and crdOnly for fields the module
+# fills from other options.
 def _limits():
     return {
         option: {

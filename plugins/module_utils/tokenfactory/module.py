@@ -18,7 +18,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client impo
     KubeClient,
     require_kubernetes,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import poll
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import RolloutFailed, poll
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.capacity import CapacityError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import MANAGED_BY
@@ -52,7 +52,7 @@ class TokenFactoryModule:
     def client(self):
         if self._client is None:
             require_kubernetes(self.module)
-            self._client = KubeClient(self.params, field_manager=MANAGED_BY)
+            self._client = KubeClient(self.params, field_manager=MANAGED_BY, on_retry=self.note)
         return self._client
 
     def run(self, body):
@@ -66,6 +66,8 @@ class TokenFactoryModule:
             self.module.fail_json(
                 msg=f"Kubernetes API error {exc.status}{reason}: {exc}", changed=self.changed, **self._extras()
             )
+        except RolloutFailed as exc:
+            self.module.fail_json(msg=str(exc), changed=self.changed, **self._extras())
         self.module.exit_json(changed=self.changed, **result, **self._extras())
 
     def _extras(self):

@@ -22,9 +22,16 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ch
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import ENGINES
 
-ANSIBLE_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "array": "list"}
-ANSIBLE_TYPES["object"] = "dict"
-# Option names Ansible suspects of holding secrets; these hold counts, names and references, so say no_log=False.
+ANSIBLE_TYPES = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "array": "list",
+    "object": "dict",
+}
+# Option names Ansible suspects of holding secrets: an entry marked "secret" is no_log, any other one (a count, a
+# name, a reference) says no_log=False explicitly.
 LOOKS_SECRET = re.compile(r"pass(?!ive)|secret|token|key", re.I)
 
 
@@ -50,8 +57,8 @@ def option_spec(name, entry, nested=False):
         spec["required"] = True
     if spec["type"] == "dict" and "options" in entry:
         spec["options"] = argument_spec(entry["options"], nested=True)
-    if LOOKS_SECRET.search(name):
-        spec["no_log"] = False
+    if entry.get("secret") or LOOKS_SECRET.search(name):
+        spec["no_log"] = bool(entry.get("secret"))
     return spec
 
 

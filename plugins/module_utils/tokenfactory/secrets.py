@@ -27,14 +27,15 @@ def owned_secret(owner, name, secret_type, data):
     }
 
 
-def ensure_with_secret(objects, obj, secret_for):
-    """Apply obj and the Secret it owns (secret_for(planned_obj) -> Secret or None), dry-running both first."""
+def ensure_with_secret(objects, obj, secret=None):
+    """Apply obj and the Secret it owns, secret = (name, type, data) or None, dry-running both before writing."""
     current, planned = objects.plan(obj)
-    secret = secret_for(planned)
-    secret_plan = objects.plan(secret) if secret else None
+    if secret is None:
+        return objects.write(obj, current, planned)
+    body = owned_secret(planned, *secret)
+    secret_plan = objects.plan(body)
     applied = objects.write(obj, current, planned)
-    if secret:
-        if planned["metadata"]["uid"] != applied["metadata"]["uid"]:
-            secret = secret_for(applied)
-        objects.write(secret, *secret_plan)
+    if planned["metadata"]["uid"] != applied["metadata"]["uid"]:  # created now: own it by its real uid
+        body = owned_secret(applied, *secret)
+    objects.write(body, *secret_plan)
     return applied

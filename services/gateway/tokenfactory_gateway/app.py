@@ -26,6 +26,7 @@ from .metering import MeterWriter
 from .metrics import Metrics
 from .proxy import Proxy
 from .ratelimit import RateLimiter
+from .runtime import RuntimeProbe
 from .sources import RoutingRefresher, make_source
 from .store import Store
 
@@ -48,6 +49,7 @@ class Gateway:
         self.pool = self.redis = self.session = None
         self.keys = self.limiter = self.meter = self.store = self.routing = self.invalidation = None
         self._settler = None
+        self.runtime = RuntimeProbe(self.metrics, cfg.event_loop_probe_seconds, cfg.gc_young_threshold)
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -83,9 +85,11 @@ class Gateway:
             cookie_jar=aiohttp.DummyCookieJar(),  # one session serves every tenant: never keep upstream cookies
         )
         self._settler = asyncio.create_task(self._settle_auth_loop())
+        self.runtime.start()
 
     async def stop(self) -> None:
         """After the public listener drained: nothing here may hang (every wait is bounded)."""
+        self.runtime.stop()
         for part in (self._settler, self.routing, self.invalidation):
             if isinstance(part, asyncio.Task):
                 part.cancel()

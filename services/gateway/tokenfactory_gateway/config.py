@@ -53,6 +53,8 @@ class Config:
     metering_flush_interval: float = 0.1  # seconds a record may wait to share an insert (it is journaled first)
     spool_dir: str = "/var/lib/tokenfactory-gateway/spool"  # the usage journal; survives a container restart
     spool_fsync_seconds: float = 1.0  # journal fsync period (host crash window); 0: never fsync
+    event_loop_probe_seconds: float = 0.1  # period of the event-loop lag probe (0: off)
+    gc_young_threshold: int = 50_000  # allocations between young collections (Python: 700; see docs/gateway.md)
     access_log: bool = True
     log_level: str = "INFO"
 

@@ -43,6 +43,10 @@ class Segment:
     def write(self, line: bytes) -> None:
         os.write(self.fd, line + b"\n")
 
+    def write_all(self, lines: list[bytes]) -> None:
+        if lines:
+            os.write(self.fd, b"\n".join(lines) + b"\n")
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -104,10 +108,7 @@ class Journal:
     def seal(self) -> Segment:
         """Start a new segment (with a snapshot of the requests in flight); returns the previous one."""
         sealed, self._active = self._active, self._new_segment()
-        for opened, progress in self._live.values():
-            self._active.write(opened)
-            if progress is not None:
-                self._active.write(progress)
+        self._active.write_all([line for entry in self._live.values() for line in entry if line is not None])
         sealed.close()
         return sealed
 

@@ -128,9 +128,12 @@ def opened_line(request_id: str, started: datetime.datetime, info, dep, route: s
     )  # fmt: skip - default: asyncpg's UUID type
 
 
+PROGRESS = b'{"k":"p","request_id":"%b","prompt_tokens":%d,"completion_tokens":%d,"usage_estimated":%b,"at":%.6f}'
+
+
 def progress_line(request_id: str, prompt: int, completion: int, estimated: bool) -> bytes:
-    return orjson.dumps({"k": "p", "request_id": request_id, "prompt_tokens": prompt,
-                         "completion_tokens": completion, "usage_estimated": estimated, "at": time.time()})  # fmt: skip
+    """A stream's progress (written once per upstream read: formatted, not serialized)."""
+    return PROGRESS % (request_id.encode(), prompt, completion, b"true" if estimated else b"false", time.time())
 
 
 def rows_of_dead_process(objects: list[dict]) -> list[UsageRecord]:
@@ -284,7 +287,7 @@ class MeterWriter:
             self._unwritten.append(segment.path)
             self.metrics.meter_spooled.inc(len(batch))
             return
-        segment.path.unlink(missing_ok=True)
+        _unlink(segment.path)
 
     async def _insert(self, records: list[UsageRecord]) -> None:
         """Insert idempotently; UNAVAILABLE (incl. timeouts) propagates, rows refused as data are set aside."""
@@ -351,6 +354,11 @@ class MeterWriter:
         self.metrics.meter_replayed.inc(len(rows))
         for path in remove:
             path.unlink(missing_ok=True)
+
+
+def _unlink(path: pathlib.Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def _why(exc: BaseException) -> str:

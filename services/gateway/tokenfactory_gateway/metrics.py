@@ -8,6 +8,7 @@ disable_created_metrics()  # halves the exposition size; nothing here needs *_cr
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1, 2.5)
+PAUSE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 
 
 class Metrics:
@@ -62,6 +63,15 @@ class Metrics:
         self.meter_rejected = Counter(
             "tf_gateway_metering_rejected_records", "Usage records PostgreSQL refused (kept in rejected.jsonl)",
             registry=r,
+        )  # fmt: skip
+        self.gc_pause = Histogram(
+            "tf_gateway_gc_pause_seconds", "CPU time of each garbage collection (the event loop stops meanwhile)",
+            ("generation",),
+            buckets=PAUSE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.loop_lag = Histogram(
+            "tf_gateway_event_loop_lag_seconds", "How late a due event-loop timer ran (loop busy or not scheduled)",
+            buckets=PAUSE_BUCKETS, registry=r,
         )  # fmt: skip
         self.tls_reloads = Counter(
             "tf_gateway_tls_certificate_reloads", "Certificate reloads of the public listener", ("result",), registry=r

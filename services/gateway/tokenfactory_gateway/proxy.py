@@ -226,12 +226,13 @@ class Call:
                     if time.monotonic() > deadline:
                         self.error = "client disconnected; drain timeout"
                         break
-                    continue
-                if out:
+                elif out:
                     try:
                         await resp.write(out)
                     except ConnectionError:
                         self.disconnected, deadline = True, time.monotonic() + self.gw.cfg.drain_timeout
+                if sse.done:
+                    break  # answer the client now; the rest of the upstream body is read afterwards
         except TimeoutError:
             self.status, self.error = 504, "upstream_timeout"
         except UPSTREAM_ERRORS:
@@ -259,6 +260,8 @@ class Call:
                 await resp.write_eof()
             except ConnectionError:
                 self.disconnected = True
+        if sse.done:
+            await _read_to_end(upstream)  # the connection can then serve the next request
         # The client has its last byte. Let streams whose chunks are already waiting be relayed before this
         # one's bookkeeping (metrics, access log): when many streams end at once, it would otherwise delay
         # each of their last chunks by every earlier stream's bookkeeping.
@@ -352,6 +355,17 @@ class Call:
             client_disconnected=self.disconnected,
             error=self.error,
         )
+
+
+async def _read_to_end(upstream) -> None:
+    """What follows [DONE] (the chunked terminator, normally already received); the connection is dropped if
+    the engine keeps it waiting."""
+    try:
+        async with asyncio.timeout(1.0):
+            async for _chunk in upstream.content.iter_any():
+                pass
+    except (TimeoutError, *UPSTREAM_ERRORS):
+        upstream.close()
 
 
 def _stream_error(status: int, error: str | None) -> tuple[str, str, str]:

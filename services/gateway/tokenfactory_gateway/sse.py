@@ -29,23 +29,46 @@ class SseFilter:
     """Feed upstream bytes, get back the bytes to send to the client.
 
     Events pass through byte for byte, except: usage the client did not ask for is removed (a usage-only chunk
-    dropped, the `usage` field of a chunk with choices removed and the chunk re-encoded), and `data: [DONE]` is
-    kept back (`done`). `usage` is the last valid (prompt, completion) seen: with running usage on every chunk
-    (vLLM's continuous_usage_stats) a stream cut short still says what was served. A usage object that is not
-    valid sets `usage_invalid`.
+    dropped, the `usage` member of a chunk with choices cut out), and `data: [DONE]` is kept back (`done`).
+    `usage` is (prompt, completion) of the latest usage object seen: with running usage on every chunk (vLLM's
+    continuous_usage_stats) a stream cut short still says what was served. If that object is not valid usage,
+    `usage` is None and `usage_invalid` is set.
+
+    Running usage comes on every chunk, so the common shape (compact JSON, a flat `"usage":{...}` member after
+    another member: vLLM's) is handled on the bytes: the member is found and cut out, and only its own few bytes
+    are parsed, when `usage` is read. Any other shape is parsed whole (and re-encoded if usage is removed).
     """
 
-    __slots__ = ("_buf", "_started", "content_events", "done", "error", "keep", "usage", "usage_invalid")
+    __slots__ = ("_bad", "_buf", "_counts", "_raw", "_started", "content_events", "done", "error", "keep")
 
     def __init__(self, keep: str = KEEP_NONE):
         self.keep = keep
-        self.usage: tuple[int, int] | None = None
-        self.usage_invalid = False
+        self._counts: tuple[int, int] | None = None
+        self._raw: bytes | None = None  # latest usage object, not parsed yet
+        self._bad = False
         self.error: str | None = None
         self.done = False
         self.content_events = 0  # chunks carrying generated output (a chat role preamble is not one)
         self._started = False
         self._buf = b""
+
+    @property
+    def usage(self) -> tuple[int, int] | None:
+        if self._raw is not None:
+            raw, self._raw = self._raw, None
+            try:
+                self._take(orjson.loads(raw))
+            except orjson.JSONDecodeError:
+                self._take(None)
+        return self._counts
+
+    @property
+    def usage_invalid(self) -> bool:
+        return self.usage is None and self._bad
+
+    def _take(self, usage) -> None:
+        self._counts = checked_usage(usage)
+        self._bad = self._counts is None
 
     def feed(self, data: bytes) -> bytes:
         buf = self._buf + data if self._buf else data
@@ -70,7 +93,8 @@ class SseFilter:
     def _event(self, event: bytes) -> bytes:
         if self.done:
             return b""  # nothing follows [DONE]
-        if event.startswith(b"data: ") and b"\n" not in event:
+        single = event.startswith(b"data: ") and b"\n" not in event  # one data line: most engines
+        if single:
             data = event[6:]
         else:
             data = b"".join(line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:"))
@@ -80,6 +104,10 @@ class SseFilter:
         whole = event + b"\n\n"
         if not data:
             return whole
+        if single and b'"error"' not in data and (self._started or b'"role"' not in data):
+            cut = self._cut_usage(data, whole)
+            if cut is not None:
+                return cut
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -96,17 +124,34 @@ class SseFilter:
         usage = obj.get("usage")
         if not isinstance(usage, dict):
             return whole
-        counts = checked_usage(usage)
-        if counts is None:
-            self.usage_invalid = True
-        else:
-            self.usage = counts
+        self._raw = None
+        self._take(usage)
         if self.keep == KEEP_ALL or (self.keep == KEEP_FINAL and not choices):
             return whole
         if not choices:
             return b""
         del obj["usage"]
         return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+    def _cut_usage(self, data: bytes, whole: bytes) -> bytes | None:
+        """Bytes path for a compact chunk with a flat usage member after another member; None: parse it whole.
+        Safe on the raw bytes: in compact JSON `,"usage":{` cannot occur inside a string (quotes are escaped)."""
+        at = data.rfind(b',"usage":{')
+        if at < 0:
+            return None
+        end = data.find(b"}", at + 10)
+        if end < 0 or b"{" in data[at + 10 : end]:
+            return None  # not flat: parse it whole
+        self._raw = data[at + 9 : end + 1]
+        content = b'"choices":[]' not in data
+        if content:
+            self._started = True
+            self.content_events += 1
+        if self.keep == KEEP_ALL or (self.keep == KEEP_FINAL and not content):
+            return whole
+        if not content:
+            return b""
+        return b"data: " + data[:at] + data[end + 1 :] + b"\n\n"
 
 
 def _is_preamble(choices) -> bool:

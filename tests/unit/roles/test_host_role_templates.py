@@ -6,6 +6,7 @@ import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from ansible_collections.tokenfactory.spark.plugins.filter.kubelet import kubelet_configuration
 from ansible_collections.tokenfactory.spark.plugins.filter.network import checked_cidr
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -56,28 +57,93 @@ def test_fabric_env_prefers_the_rdma_device_for_ucx():
     assert "NCCL_SOCKET_IFNAME=enp1s0f0np0" in text
 
 
+SPARK_PROFILE = yaml.safe_load((ROLES / "kubernetes" / "vars" / "main.yml").read_text())["kubernetes_kubelet_profiles"]
+
+
 def kubeadm_docs(**overrides):
     variables = {
         "inventory_hostname": "spark-1",
         "kubernetes_cri_socket": "unix:///run/containerd/containerd.sock",
-        "kubernetes_node_ip": "192.168.1.10",
+        "kubernetes_node_ip": "192.168.100.1",
         "kubernetes_cluster_name": "tf",
         "kubernetes_version": "1.36.3",
-        "kubernetes_control_plane_endpoint": "192.168.1.10:6443",
+        "kubernetes_image_repository": "registry.k8s.io",
+        "kubernetes_control_plane_endpoint": "192.168.100.1:6443",
+        "kubernetes_kubeconfig_server": "https://192.0.2.11:6443",
         "kubernetes_pod_cidr": "10.244.0.0/16",
         "kubernetes_service_cidr": "10.96.0.0/12",
         "kubernetes_extra_sans": ["spark.example"],
+        "kubernetes_untaint_control_plane": True,
+        "kubernetes_ignore_preflight_errors": [],
+        "kubernetes_kubelet_config": kubelet_configuration(SPARK_PROFILE["spark"], reserved_system_cpus="2,7"),
+        "kubernetes_kube_proxy_config": {},
         **overrides,
     }
-    return list(yaml.safe_load_all(render("kubernetes", "kubeadm-config.yaml.j2", **variables)))
+    docs = yaml.safe_load_all(render("kubernetes", "kubeadm-config.yaml.j2", **variables))
+    return {doc["kind"]: doc for doc in docs}
 
 
-def test_kubeadm_config_carries_cidrs_sans_and_systemd_driver():
-    init, cluster, kubelet = kubeadm_docs()
-    assert init["localAPIEndpoint"]["advertiseAddress"] == "192.168.1.10"
+def test_kubeadm_config_carries_cidrs_sans_and_the_kubelet_profile():
+    docs = kubeadm_docs()
+    init, cluster, kubelet = docs["InitConfiguration"], docs["ClusterConfiguration"], docs["KubeletConfiguration"]
+    assert init["localAPIEndpoint"]["advertiseAddress"] == "192.168.100.1"
     assert cluster["networking"] == {"podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/12"}
-    assert cluster["apiServer"]["certSANs"] == ["192.168.1.10", "spark-1", "spark.example"]
-    assert kubelet["cgroupDriver"] == "systemd"
+    assert cluster["imageRepository"] == "registry.k8s.io"
+    # The node IP (a pair's CX-7 link), the host name, the address the controller uses, the extra SANs.
+    assert cluster["apiServer"]["certSANs"] == ["192.168.100.1", "spark-1", "192.0.2.11", "spark.example"]
+    assert kubelet["apiVersion"] == "kubelet.config.k8s.io/v1beta1"
+    assert (kubelet["cgroupDriver"], kubelet["failCgroupV1"], kubelet["reservedSystemCPUs"]) == ("systemd", True, "2,7")
+    assert "ignorePreflightErrors" not in init["nodeRegistration"]
+    assert "KubeProxyConfiguration" not in docs
+
+
+def test_first_node_is_registered_without_the_control_plane_taint_whatever_the_cluster_size():
+    """The pair bug: spark-01 kept its NoSchedule taint when a second Spark was in the group."""
+    assert kubeadm_docs()["InitConfiguration"]["nodeRegistration"]["taints"] == []
+    tainted = kubeadm_docs(kubernetes_untaint_control_plane=False)["InitConfiguration"]["nodeRegistration"]
+    assert "taints" not in tainted  # kubeadm's default: the control-plane NoSchedule taint
+
+
+def test_lab_settings_render_named_preflight_exceptions_and_kube_proxy_config():
+    docs = kubeadm_docs(
+        kubernetes_ignore_preflight_errors=["SystemVerification"],
+        kubernetes_kube_proxy_config={"conntrack": {"maxPerCore": 0}},
+        kubernetes_image_repository="registry.site.local/k8s",
+    )
+    assert docs["InitConfiguration"]["nodeRegistration"]["ignorePreflightErrors"] == ["SystemVerification"]
+    assert docs["KubeProxyConfiguration"]["conntrack"] == {"maxPerCore": 0}
+    assert docs["ClusterConfiguration"]["imageRepository"] == "registry.site.local/k8s"
+
+
+def test_spark_kubelet_profile_sized_for_128_gb_unified_memory():
+    config = kubelet_configuration(SPARK_PROFILE["spark"], reserved_system_cpus="0-1")
+    assert config["systemReserved"]["memory"] == "8Gi" and config["kubeReserved"]["memory"] == "2Gi"
+    assert config["evictionHard"]["memory.available"] == "4Gi"
+    assert (config["cpuManagerPolicy"], config["reservedSystemCPUs"]) == ("static", "0-1")
+    assert config["topologyManagerPolicy"] == "single-numa-node"
+    # CPU reservations come from reservedSystemCPUs alone (the kubelet ignores systemReserved cpu then).
+    assert "cpu" not in config["systemReserved"] and "cpu" not in config["kubeReserved"]
+
+
+def test_join_configuration_carries_the_node_ip_and_the_token():
+    text = render(
+        "kubernetes",
+        "kubeadm-join.yaml.j2",
+        inventory_hostname="spark-2",
+        kubernetes_cri_socket="unix:///run/containerd/containerd.sock",
+        kubernetes_node_ip="192.168.100.2",
+        kubernetes_ignore_preflight_errors=[],
+        kubernetes_join_discovery={
+            "apiServerEndpoint": "192.168.100.1:6443",
+            "token": "abcdef.0123456789abcdef",
+            "caCertHashes": ["sha256:" + "ab" * 32],
+        },
+    )
+    join = yaml.safe_load(text)
+    assert join["kind"] == "JoinConfiguration"
+    assert join["discovery"]["bootstrapToken"]["apiServerEndpoint"] == "192.168.100.1:6443"
+    assert join["nodeRegistration"]["kubeletExtraArgs"] == [{"name": "node-ip", "value": "192.168.100.2"}]
+    assert join["nodeRegistration"]["name"] == "spark-2"
 
 
 def test_kubeadm_config_rejects_a_bad_pod_cidr():
@@ -96,6 +162,7 @@ CONTAINERD = {
     "containerd_systemd_cgroup": True,
     "containerd_nvidia_default_runtime": False,
     "containerd_nvidia_runtime_binary": "/usr/bin/nvidia-container-runtime",
+    "containerd_restrict_oom_score_adj": False,
 }
 
 
@@ -124,3 +191,35 @@ def test_cilium_values_carry_the_pod_cidr_and_optional_mtu(mtu):
     values = yaml.safe_load(render("cni", "cilium-values.yaml.j2", cni_pod_cidr="10.244.0.0/16", cni_mtu=mtu))
     assert values["ipam"] == {"mode": "cluster-pool", "operator": {"clusterPoolIPv4PodCIDRList": ["10.244.0.0/16"]}}
     assert values.get("MTU") == (mtu or None)
+
+
+def bridge_vars(**overrides):
+    return {
+        "cni_bridge_name": "cni0",
+        "cni_mtu": 0,
+        "cni_node_mtu": {"stdout": "9000"},
+        "cni_node_pod_cidr": "10.244.1.0/24",
+        "cni_pod_cidr": "10.244.0.0/16",
+        "cni_route_protocol": 233,
+        "cni_pod_routes": [{"name": "spark-01", "pod_cidr": "10.244.0.0/24", "node_ip": "192.168.100.1"}],
+        **overrides,
+    }
+
+
+def test_bridge_network_uses_the_node_subnet_and_link_mtu():
+    import json
+
+    conf = json.loads(render("cni", "bridge.conflist.j2", **bridge_vars()))
+    bridge = conf["plugins"][0]
+    assert (bridge["type"], bridge["mtu"], bridge["ipMasq"]) == ("bridge", 9000, False)
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.244.1.0/24"}]]
+    assert [p["type"] for p in conf["plugins"]] == ["bridge", "portmap", "firewall"]
+    assert json.loads(render("cni", "bridge.conflist.j2", **bridge_vars(cni_mtu=1500)))["plugins"][0]["mtu"] == 1500
+
+
+def test_pod_network_script_routes_to_the_peer_and_masquerades_egress():
+    script = render("cni", "tokenfactory-pod-network.sh.j2", **bridge_vars())
+    assert 'ip route replace 10.244.0.0/24 via 192.168.100.1 proto "$PROTO"  # spark-01' in script
+    assert "PROTO=233" in script
+    assert "-s 10.244.0.0/16 ! -d 10.244.0.0/16" in script
+    assert "ip route replace" not in render("cni", "tokenfactory-pod-network.sh.j2", **bridge_vars(cni_pod_routes=[]))

@@ -7,46 +7,27 @@ operator runs them and exposes the frontend as <name>-frontend."""
 from __future__ import annotations
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ResourceType
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import vllm
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.workload import (
-    child_metadata,
-    credential_env,
-    image_of,
-    operator_phase,
-    service_url,
-    user_env,
-)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import pods, vllm, workload
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import PRODUCT_LABEL
 
 NAME = "dynamo"
 DYNAMO_GRAPH = ResourceType("nvidia.com/v1alpha1", "DynamoGraphDeployment", "dynamographdeployments")
 DEFAULT_IMAGE = ("nvcr.io/nvidia/ai-dynamo/vllm-runtime", "0.6.1")
-REQUIRED_CRD = {
-    "plural": DYNAMO_GRAPH.plural,
-    "group": "nvidia.com",
-    "purpose": "engine dynamo needs the NVIDIA Dynamo operator",
-}
+REQUIRED_CRD = workload.required_crd(DYNAMO_GRAPH, "engine dynamo needs the NVIDIA Dynamo operator")
 MULTINODE = False
 CHILD_TYPES = (DYNAMO_GRAPH,)
 # The workers run vLLM: its derived flags stay the module's.
 MANAGED_FLAGS = vllm.MANAGED_FLAGS
 
 
-def layout(spec, plan, name):
-    return {
-        "workload": {"kind": DYNAMO_GRAPH.kind, "name": name},
-        "children": [f"DynamoGraphDeployment/{name}"],
-        "service": f"{name}-frontend",
-    }
-
-
-def possible_children(name):
-    return [(DYNAMO_GRAPH, name)]
+layout, possible_children = workload.operator_workload(DYNAMO_GRAPH, service_suffix="-frontend")
+observe = pods.operator_observer(DYNAMO_GRAPH, "DYNAMO")
+upstream_url = workload.service_upstream
 
 
 def render(md, model, provider, plan):
     spec, name = md["spec"], md["metadata"]["name"]
-    image = image_of(spec, DEFAULT_IMAGE)
+    image = workload.image_of(spec, DEFAULT_IMAGE)
     worker_args = [
         "--model",
         model["source"],
@@ -59,19 +40,22 @@ def render(md, model, provider, plan):
         {
             "apiVersion": DYNAMO_GRAPH.api_version,
             "kind": DYNAMO_GRAPH.kind,
-            "metadata": child_metadata(md, name, NAME),
+            "metadata": workload.child_metadata(md, name, NAME),
             "spec": {
                 "services": {
                     "Frontend": {
                         "componentType": "frontend",
                         "replicas": 1,
+                        # The frontend serves the OpenAI API and its metrics: scraped; every pod carries the label.
+                        "extraPodMetadata": workload.pod_metadata(name, NAME),
                         "extraPodSpec": {"mainContainer": {"image": image}},
                     },
                     "VllmWorker": {
                         "componentType": "worker",
                         "replicas": spec["replicas"],
+                        "extraPodMetadata": {"labels": workload.labels(name, NAME)},
                         "resources": {"limits": {"gpu": str(spec["gpusPerReplica"])}},
-                        "envs": credential_env(provider) + user_env(spec),
+                        "envs": workload.provider_env(provider) + workload.user_env(spec),
                         "extraPodSpec": {
                             "nodeSelector": {PRODUCT_LABEL: spec["gpuType"]},
                             "mainContainer": {
@@ -85,13 +69,3 @@ def render(md, model, provider, plan):
             },
         }
     ]
-
-
-def observe(client, md, plan):
-    child = client.get(DYNAMO_GRAPH, plan["workload"]["name"], md["metadata"]["namespace"])
-    phase, message = operator_phase(child, "DYNAMO")
-    return {"phase": phase, "message": message, "nodes": [], "readyReplicas": 0}
-
-
-def upstream_url(md, plan):
-    return service_url(plan["service"], md["metadata"]["namespace"])

@@ -10,22 +10,20 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client impo
     DEPLOYMENT,
     HPA,
     PDB,
-    POD,
     SERVICE,
     STATEFUL_SET,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.objects import conditions
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import pods as engine_pods
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.workload import (
     ENGINE_PORT,
-    MODEL_DEPLOYMENT_LABEL,
     POD_INDEX_LABEL,
     child_metadata,
     image_of,
-    labels,
+    pod_metadata,
     pod_spec,
     selector_labels,
     service,
-    service_url,
+    service_upstream,
 )
 
 NAME = "vllm"
@@ -121,7 +119,7 @@ def deployment(md, model, provider, plan):
             # A GPU cannot be shared by old and new pod: replace instead of surging.
             "strategy": {"type": "Recreate"},
             "template": {
-                "metadata": {"labels": labels(name, NAME)},
+                "metadata": pod_metadata(name, NAME),
                 "spec": pod_spec(spec, provider, plan, image_of(spec, DEFAULT_IMAGE), ["vllm", "serve"], args),
             },
         },
@@ -170,7 +168,7 @@ def ranks(md, model, provider, plan):
             "replicas": nodes,
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": selector_labels(name)},
-            "template": {"metadata": {"labels": labels(name, NAME)}, "spec": template},
+            "template": {"metadata": pod_metadata(name, NAME), "spec": template},
         },
     }
 
@@ -240,44 +238,17 @@ def render(md, model, provider, plan):
     return children
 
 
-def pod_state(pods):
-    """(nodes the pods run on, scheduler complaint or '')."""
-    nodes = sorted({p["spec"]["nodeName"] for p in pods if p.get("spec", {}).get("nodeName")})
-    for pod in pods:
-        for condition in conditions(pod):
-            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-                return (
-                    nodes,
-                    f"{pod['metadata']['name']}: {condition.get('reason')}: {condition.get('message', '')}".strip(),
-                )
-    return nodes, ""
-
-
-def workload_phase(spec, workload, pods, plan):
-    """(phase, message, nodes) of the vLLM Deployment/StatefulSet from what the cluster reports."""
-    desired = (workload or {}).get("spec", {}).get("replicas", spec["replicas"])
-    ready = (workload or {}).get("status", {}).get("readyReplicas", 0)
-    nodes, unscheduled = pod_state(pods)
-    if desired == 0:
-        return "Pending", "scaled to zero replicas", nodes
-    if workload is not None and ready >= desired:
-        return "Ready", f"{ready}/{desired} ready", nodes
-    if unscheduled:
-        prefix = f"{plan['note']}; " if plan.get("note") else ""
-        return "Pending", f"{prefix}{unscheduled}", nodes
-    return "Progressing", f"{ready}/{desired} ready", nodes
-
-
 def observe(client, md, plan):
-    """What the cluster reports about the workload: phase, message, nodes, ready replicas."""
-    name, namespace = md["metadata"]["name"], md["metadata"]["namespace"]
+    """What the cluster reports about the workload and its pods: phase, message, nodes, ready replicas."""
+    namespace, spec = md["metadata"]["namespace"], md["spec"]
     rtype = STATEFUL_SET if plan["workload"]["kind"] == STATEFUL_SET.kind else DEPLOYMENT
     workload = client.get(rtype, plan["workload"]["name"], namespace)
-    pods = client.list(POD, namespace, f"{MODEL_DEPLOYMENT_LABEL}={name}")
-    phase, message, nodes = workload_phase(md["spec"], workload, pods, plan)
+    pods = engine_pods.pods_of(client, md)
+    # A StatefulSet's replicas are the ranks of one model replica: all of them must be ready.
+    desired = (workload or {}).get("spec", {}).get("replicas", spec["replicas"])
+    phase, message, nodes = engine_pods.workload_phase(client, desired, workload, pods, plan.get("note", ""))
     ready = (workload or {}).get("status", {}).get("readyReplicas", 0)
     return {"phase": phase, "message": message, "nodes": nodes, "readyReplicas": ready}
 
 
-def upstream_url(md, plan):
-    return service_url(plan["service"], md["metadata"]["namespace"])
+upstream_url = service_upstream

@@ -6,19 +6,27 @@
 from __future__ import annotations
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.objects import owner_reference
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import MANAGED_BY, PROVIDER_TYPES
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import (
+    MANAGED_BY,
+    PROGRESSING,
+    PROVIDER_TYPES,
+    READY,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import (
     GPU_RESOURCE,
     PRODUCT_LABEL,
 )
 
 ENGINE_PORT = 8000
+# Where an engine serves its Prometheus metrics (NIM: /v1/metrics); Prometheus finds the pods by these annotations.
+METRICS_PATH = "/metrics"
 WEIGHTS_MOUNT = "/models"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 MODEL_DEPLOYMENT_LABEL = "tokenfactory.io/model-deployment"
 CREDENTIAL_ENV = {kind: facts["credentialEnv"] for kind, facts in PROVIDER_TYPES.items()}
+URL_ENV = {kind: facts["urlEnv"] for kind, facts in PROVIDER_TYPES.items() if "urlEnv" in facts}
 # Environment variables the module sets itself; the env option may not override them.
-RESERVED_ENV = frozenset({"HF_HOME", "NODE_RANK", *CREDENTIAL_ENV.values()})
+RESERVED_ENV = frozenset({"HF_HOME", "NODE_RANK", *CREDENTIAL_ENV.values(), *URL_ENV.values()})
 
 
 def labels(md_name, engine):
@@ -33,6 +41,16 @@ def labels(md_name, engine):
 
 def selector_labels(md_name):
     return {MODEL_DEPLOYMENT_LABEL: md_name, "app.kubernetes.io/component": "inference"}
+
+
+def scrape_annotations(path=METRICS_PATH, port=ENGINE_PORT):
+    """The prometheus.io annotations the in-cluster Prometheus keeps engine pods by (roles/observability)."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": path}
+
+
+def pod_metadata(md_name, engine, path=METRICS_PATH):
+    """Labels and scrape annotations of every engine pod (the ModelDeployment label selects them for status)."""
+    return {"labels": labels(md_name, engine), "annotations": scrape_annotations(path)}
 
 
 def child_metadata(md, name, engine):
@@ -58,12 +76,21 @@ def credential_env(provider):
     return [{"name": name, "valueFrom": ref}]
 
 
+def provider_env(provider):
+    """The provider's credential (from its Secret) and, when Provider.spec.url is set, where the engine fetches from."""
+    spec = (provider or {}).get("spec", {})
+    env = credential_env(provider)
+    if spec.get("url") and spec.get("type") in URL_ENV:
+        env.append({"name": URL_ENV[spec["type"]], "value": spec["url"]})
+    return env
+
+
 def user_env(spec):
     return [{"name": e["name"], "value": e.get("value", "")} for e in spec.get("env", [])]
 
 
 def container_env(spec, provider):
-    return [{"name": "HF_HOME", "value": f"{WEIGHTS_MOUNT}/huggingface"}, *credential_env(provider), *user_env(spec)]
+    return [{"name": "HF_HOME", "value": f"{WEIGHTS_MOUNT}/huggingface"}, *provider_env(provider), *user_env(spec)]
 
 
 def resources(spec, gpus_per_pod):
@@ -138,9 +165,36 @@ def service_url(service_name, namespace):
     return f"http://{service_name}.{namespace}.svc:{ENGINE_PORT}"
 
 
+def service_upstream(md, plan):
+    """upstream_url() of an engine whose OpenAI server is the Service plan['service'] on the engine port."""
+    return service_url(plan["service"], md["metadata"]["namespace"])
+
+
 def operator_phase(child, operator):
     """(phase, message) of an operator-managed engine object from the state its operator reports."""
     state = (child or {}).get("status", {}).get("state", "")
     if state.lower() in ("ready", "successful"):
-        return "Ready", f"{operator} reports {state}"
-    return "Progressing", f"waiting for the {operator} operator (state: {state or 'none reported'})"
+        return READY, f"{operator} reports {state}"
+    return PROGRESSING, f"waiting for the {operator} operator (state: {state or 'none reported'})"
+
+
+def required_crd(rtype, purpose):
+    """REQUIRED_CRD of an engine whose objects are of rtype (a custom resource of its operator)."""
+    return {"plural": rtype.plural, "group": rtype.api_version.split("/")[0], "purpose": purpose}
+
+
+def operator_workload(rtype, service_suffix=""):
+    """layout and possible_children of an engine rendered as one object of rtype that its operator runs (the
+    OpenAI Service is <name><service_suffix>); its observe is engines.pods.operator_observer."""
+
+    def layout(spec, plan, name):
+        return {
+            "workload": {"kind": rtype.kind, "name": name},
+            "children": [f"{rtype.kind}/{name}"],
+            "service": f"{name}{service_suffix}",
+        }
+
+    def possible_children(name):
+        return [(rtype, name)]
+
+    return layout, possible_children

@@ -1,7 +1,15 @@
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.tokenfactory.spark.plugins.filter.containerd import containerd_config_version
-from ansible_collections.tokenfactory.spark.plugins.filter.kubeadm import kubeadm_init_argv, kubeadm_join_argv
+from ansible_collections.tokenfactory.spark.plugins.filter.containerd import (
+    containerd_config_version,
+    containerd_images_missing,
+)
+from ansible_collections.tokenfactory.spark.plugins.filter.kubeadm import (
+    kubeadm_init_argv,
+    kubeadm_join_argv,
+    kubeadm_join_discovery,
+    kubeconfig_with_server,
+)
 
 HASH = "sha256:" + "ab" * 32
 PRINTED = f"kubeadm join 192.168.100.1:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash {HASH} \n"
@@ -83,3 +91,49 @@ def test_pod_subnet_from_kubeadm_configmap():
         kubeadm_pod_subnet([])
     with pytest.raises(AnsibleFilterError, match=r"no networking\.podSubnet"):
         kubeadm_pod_subnet({"data": {"ClusterConfiguration": "networking: {}\n"}})
+
+
+def test_join_discovery_for_a_join_configuration():
+    assert kubeadm_join_discovery(PRINTED) == {
+        "apiServerEndpoint": "192.168.100.1:6443",
+        "token": "abcdef.0123456789abcdef",
+        "caCertHashes": [HASH],
+    }
+
+
+def test_join_discovery_never_echoes_the_token():
+    with pytest.raises(AnsibleFilterError) as err:
+        kubeadm_join_discovery("kubeadm join 1.2.3.4:6443 --token abcdef.0123456789abcdef")
+    assert "abcdef.0123456789abcdef" not in str(err.value)
+
+
+def test_kubeconfig_server_rewritten_for_the_controller():
+    config = {
+        "clusters": [
+            {"name": "k", "cluster": {"server": "https://192.168.100.1:6443", "certificate-authority-data": "x"}}
+        ]
+    }
+    out = kubeconfig_with_server(config, "https://192.0.2.11:6443")
+    assert out["clusters"][0]["cluster"] == {"server": "https://192.0.2.11:6443", "certificate-authority-data": "x"}
+    assert config["clusters"][0]["cluster"]["server"] == "https://192.168.100.1:6443"  # input untouched
+    with pytest.raises(AnsibleFilterError, match="https://"):
+        kubeconfig_with_server(config, "192.0.2.11:6443")
+
+
+LS = """REF                              TYPE                                       DIGEST      SIZE     PLATFORMS
+registry.k8s.io/pause:3.10.2     application/vnd.oci.image.manifest.v1+json sha256:aaa   312 KiB  linux/amd64 -
+registry.k8s.io/etcd:3.6.8-0     application/vnd.oci.image.manifest.v1+json sha256:bbb   16 MiB   linux/amd64 -
+"""
+
+
+def test_containerd_imports_only_missing_or_changed_images():
+    wanted = [
+        {"ref": "registry.k8s.io/pause:3.10.2", "archive": "pause.tar", "digest": "sha256:aaa"},
+        {"ref": "registry.k8s.io/etcd:3.6.8-0", "archive": "etcd.tar", "digest": "sha256:new"},
+        {"ref": "registry.k8s.io/coredns/coredns:v1.14.2", "archive": "coredns.tar"},
+        {"ref": "registry.k8s.io/pause:3.10.2", "archive": "pause.tar"},  # no digest: presence is enough
+    ]
+    missing = containerd_images_missing(wanted, LS)
+    assert [i["archive"] for i in missing] == ["etcd.tar", "coredns.tar"]
+    with pytest.raises(AnsibleFilterError, match="needs a ref"):
+        containerd_images_missing([{"archive": "x.tar"}], LS)

@@ -2,6 +2,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.tokenfactory.spark.plugins.filter.network import (
     checked_cidr,
+    cni_bridge_nodes,
     cidrs_overlap,
     connectx_port_netdev,
     link_address,
@@ -70,3 +71,35 @@ def test_connectx_port_missing_lists_what_exists():
         connectx_port_netdev(SPARK_PORTS, 3)
     with pytest.raises(AnsibleFilterError, match="seen: none"):
         connectx_port_netdev([], 0)
+
+
+def node(name, cidr, ip):
+    return {
+        "metadata": {"name": name},
+        "spec": {"podCIDR": cidr},
+        "status": {"addresses": [{"type": "Hostname", "address": name}, {"type": "InternalIP", "address": ip}]},
+    }
+
+
+def test_cni_bridge_nodes_plan_the_routes():
+    nodes = [node("spark-02", "10.244.1.0/24", "192.168.100.2"), node("spark-01", "10.244.0.0/24", "192.168.100.1")]
+    assert cni_bridge_nodes(nodes, "10.244.0.0/16") == [
+        {"name": "spark-01", "pod_cidr": "10.244.0.0/24", "node_ip": "192.168.100.1"},
+        {"name": "spark-02", "pod_cidr": "10.244.1.0/24", "node_ip": "192.168.100.2"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (node("x", "10.245.0.0/24", "192.168.100.1"), "outside the pod network"),
+        ({"metadata": {"name": "x"}, "spec": {}, "status": {}}, "has no spec.podCIDR"),
+        (
+            {"metadata": {"name": "x"}, "spec": {"podCIDR": "10.244.0.0/24"}, "status": {"addresses": []}},
+            "no IPv4 InternalIP",
+        ),
+    ],
+)
+def test_cni_bridge_nodes_refuse_what_cannot_be_routed(bad, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        cni_bridge_nodes([bad], "10.244.0.0/16")

@@ -6,7 +6,6 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.de
     deployment_spec,
     service_name,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.vllm import workload_phase
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment as planner
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
@@ -117,28 +116,3 @@ def test_two_gpus_need_a_fabric_pair():
     assert (plan["nodesPerReplica"], plan["gpusPerPod"]) == (2, 1)
     with pytest.raises(ValidationError, match="exactly 1 replica"):
         plan_deployment(deployment_spec(md_params(gpus_per_replica=2, replicas=2)), QWEN_05B, PAIR, [], "fail")
-
-
-def test_workload_phase():
-    spec = deployment_spec(md_params())
-    plan = {"note": ""}
-    ready = {"spec": {"replicas": 1}, "status": {"readyReplicas": 1}}
-    pod = {"metadata": {"name": "qwen-x"}, "spec": {"nodeName": "spark-1"}, "status": {}}
-    assert workload_phase(spec, ready, [pod], plan) == ("Ready", "1/1 ready", ["spark-1"])
-    pending = {
-        "metadata": {"name": "qwen-y"},
-        "spec": {},
-        "status": {
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.",
-                }
-            ]
-        },
-    }
-    phase, message, nodes = workload_phase(spec, {"spec": {"replicas": 1}, "status": {}}, [pending], plan)
-    assert (phase, nodes) == ("Pending", [])
-    assert "Insufficient nvidia.com/gpu" in message

@@ -23,7 +23,7 @@ GATEWAY_COPY = ROOT / "services/gateway/tokenfactory_gateway/domain.json"
 
 def test_gateway_copy_is_generated_from_the_domain():
     expected = json.dumps(domain.gateway_view(), indent=2, sort_keys=True) + "\n"
-    assert GATEWAY_COPY.read_text() == expected, "stale: run scripts/write-gateway-domain"
+    assert GATEWAY_COPY.read_text() == expected, "stale: run .venv/bin/python scripts/write-gateway-domain"
 
 
 def test_gateway_reads_the_same_facts():
@@ -77,7 +77,7 @@ def test_module_options_and_crd_share_enums_and_bounds(kind):
 
 
 def nested(path, value):
-    head, _, rest = path.partition(".")
+    head, _dot, rest = path.partition(".")
     return {head: nested(rest, value) if rest else value}
 
 
@@ -89,7 +89,7 @@ SIBLINGS = {
 }
 
 
-@pytest.mark.parametrize(("path", "entry"), MD_BOUNDED, ids=[p for p, _ in MD_BOUNDED])
+@pytest.mark.parametrize(("path", "entry"), MD_BOUNDED, ids=[path for path, _entry in MD_BOUNDED])
 def test_model_deployment_checks_each_bound_of_the_schema(path, entry):
     """The module refuses exactly what the CRD refuses, naming the option."""
 

@@ -26,8 +26,9 @@ def planned(obj, compute_cluster=SINGLE, model=QWEN_05B):
     return plan_deployment(obj["spec"], model, compute_cluster, [], "fail", name=obj["metadata"]["name"])
 
 
-def rendered(obj, model=QWEN_05B, provider=PROVIDER, compute_cluster=SINGLE):
-    return render(obj, model, provider, planned(obj, compute_cluster, model))
+def rendered(obj, model=QWEN_05B, credentials=True, compute_cluster=SINGLE):
+    """The children of obj for a Hugging Face provider (with its token Secret unless credentials=False)."""
+    return render(obj, model, PROVIDER if credentials else None, planned(obj, compute_cluster, model))
 
 
 def by_kind(objects):
@@ -101,7 +102,7 @@ def test_autoscaling_and_budget_render_hpa_and_pdb_and_leave_replicas_to_the_hpa
 def test_prefix_caching_off_kv_fp8_revision_and_extra_args():
     model = {**QWEN_05B, "revision": "main"}
     deployment = rendered(
-        md(prefix_caching=False, kv_cache_dtype="fp8", extra_args=["--enforce-eager"]), model=model, provider=None
+        md(prefix_caching=False, kv_cache_dtype="fp8", extra_args=["--enforce-eager"]), model=model, credentials=False
     )[0]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--no-enable-prefix-caching" in args
