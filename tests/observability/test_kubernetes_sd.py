@@ -1,12 +1,14 @@
 """The shipped kubernetes_sd jobs against the lab's real API server: Prometheus (built with kubernetes_sd) lists
-pods and nodes with the lab's kubeconfig and keeps exactly the annotated engine pods, the gateway pods, the DCGM
-exporter pods and every node, with the labels the rules and dashboards use. kwok runs the pods (no kubelet), so
+pods and nodes with the lab's kubeconfig and keeps exactly the engine pods (labelled and annotated as the
+renderer's workload.pod_metadata does it for vLLM and NIM), the gateway pods, the DCGM exporter pods and every
+node, with the labels the rules and dashboards use. kwok runs the pods (no kubelet), so
 nothing answers at their addresses: the targets are discovered, and scrapes of them fail; real scrapes of pods
 come with the real nodes (issue 14)."""
 
 import pytest
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import POD
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import nim, workload
 from tests.modules.lab_helpers import client
 from tests.observability.fixtures import render
 from tests.observability.prometheus import Prometheus
@@ -15,11 +17,15 @@ pytestmark = [pytest.mark.observability, pytest.mark.lab]
 NAMESPACE = "tf-sd"
 
 
-def pod(name, namespace, labels, annotations=None, port=8000):
+def pod(name, namespace, labels, annotations=None, port=8000, metadata=None):
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations or {}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            **(metadata or {"labels": labels, "annotations": annotations or {}}),
+        },
         "spec": {
             "nodeName": "spark-01",
             "containers": [{"name": "c", "image": "localhost/none:0", "ports": [{"containerPort": port}]}],
@@ -34,9 +40,8 @@ def discovered(lab_cluster, tmp_path_factory):
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     scrape = {"prometheus.io/scrape": "true", "prometheus.io/port": "8000"}
     for obj in (
-        pod("qwen2-engine", NAMESPACE, {"tokenfactory.io/model-deployment": "qwen2"}, scrape),
-        pod("nim-engine", NAMESPACE, {"tokenfactory.io/model-deployment": "llama-nim"},
-            {**scrape, "prometheus.io/path": "/v1/metrics"}),
+        pod("qwen2-engine", NAMESPACE, None, metadata=workload.pod_metadata("qwen2", "vllm")),
+        pod("nim-engine", NAMESPACE, None, metadata=workload.pod_metadata("llama-nim", "nim", nim.METRICS_PATH)),
         pod("unannotated-engine", NAMESPACE, {"tokenfactory.io/model-deployment": "hidden"}),
         pod("annotated-stranger", NAMESPACE, {"app": "other"}, scrape),
         pod("gateway-0", NAMESPACE, {"app.kubernetes.io/name": "tokenfactory-gateway"},

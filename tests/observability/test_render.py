@@ -78,6 +78,13 @@ def test_slo_thresholds_are_gateway_bucket_bounds(observability_rendered):
     assert f'le="{ttft}"' in gateway and f'le="{itl}"' in gateway
 
 
+def test_engine_pod_label_is_the_one_the_renderer_sets():
+    from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import workload
+
+    assert role_defaults()["observability_deployment_label"] == workload.MODEL_DEPLOYMENT_LABEL
+    assert set(workload.scrape_annotations()) == {"prometheus.io/scrape", "prometheus.io/port", "prometheus.io/path"}
+
+
 def test_unified_memory_products_match_the_inventory():
     assert set(role_defaults()["observability_unified_memory_products"]) == set(UNIFIED_MEMORY_PRODUCTS)
 
