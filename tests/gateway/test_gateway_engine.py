@@ -1,6 +1,8 @@
 """The gateway in front of the real CPU vLLM engine serving the tiny local model (marker engine)."""
 
 import json
+import os
+import signal
 import urllib.error
 import urllib.request
 
@@ -8,6 +10,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from lab.engine.vllm import VllmServer
 from tests.gateway.gateway import deployment_objects
 from lab.wait import wait_until
 
@@ -76,3 +79,27 @@ def test_a_non_boolean_stream_never_reaches_vllm(gateway_factory, vllm_engine):
     assert gw.sql("SELECT prompt_tokens, completion_tokens FROM usage_records") == (
         f"{after[0] - before[0]}|{after[1] - before[1]}"
     )
+
+
+def test_vllm_killed_mid_stream_is_an_error_and_metered_with_its_prompt(gateway_factory, tiny_model_dir):
+    """Its own engine (this test kills it): vLLM's running usage says what the cut stream served."""
+    with VllmServer(model_dir=tiny_model_dir) as engine:
+        gw = gateway_factory(deployment_objects("tiny", MODEL, engine.base_url, tenants=["acme"]))
+        client = openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.create_key("acme"), max_retries=0)
+        prompt = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1).usage.prompt_tokens
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=MESSAGES, max_tokens=400, stream=True, extra_body={"ignore_eos": True}
+        )  # vLLM's ignore_eos: the stream is still running when the engine is killed
+        received = 0
+        with pytest.raises(openai.APIError) as failed:
+            for chunk in raw.parse():
+                received += bool(chunk.choices and chunk.choices[0].delta.content)
+                if received == 5:
+                    os.killpg(engine.pgid, signal.SIGKILL)  # the engine crashes mid-stream
+        query = "SELECT status, error, prompt_tokens, completion_tokens FROM usage_records WHERE request_id = '{}'"
+        rid = raw.headers["x-request-id"]
+        row = wait_until(lambda: gw.sql(query.format(rid)), 30, "the cut stream's row")
+        status, error, prompt_tokens, completion = row.split("|")
+        assert (status, error, int(prompt_tokens)) == ("502", "upstream_stream_truncated", prompt)
+        assert received <= int(completion) < 400
+        assert "model server closed the stream" in failed.value.message

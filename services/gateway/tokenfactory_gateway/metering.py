@@ -286,6 +286,7 @@ class MeterWriter:
                 LOG.exception("usage insert failed; %d record(s) stay journaled in %s", len(batch), segment.path)
             self._unwritten.append(segment.path)
             self.metrics.meter_spooled.inc(len(batch))
+            await asyncio.to_thread(_fsync_path, segment.path)  # it may wait on disk for a while: make it durable
             return
         _unlink(segment.path)
 
@@ -354,6 +355,15 @@ class MeterWriter:
         self.metrics.meter_replayed.inc(len(rows))
         for path in remove:
             path.unlink(missing_ok=True)
+
+
+def _fsync_path(path: pathlib.Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _unlink(path: pathlib.Path) -> None:
