@@ -84,6 +84,7 @@ options:
 notes:
   - O(namespace) is not used by this module.
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.read_only
 """

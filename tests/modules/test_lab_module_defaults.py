@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tests.modules.lab_helpers import self_signed
+from tests.observability.prometheus import Prometheus
 from tests.playbooks.ansible_run import ROOT, run_playbook
 
 pytestmark = [pytest.mark.lab, pytest.mark.gateway]
@@ -23,7 +24,15 @@ def readme_play():
     return play
 
 
-def test_readme_module_defaults_reach_every_module_of_both_groups(tf_lab, gateway_factory, tmp_path):
+@pytest.fixture
+def prometheus(tmp_path):
+    """A real, empty Prometheus for cluster_health_info (no scrape targets, no alerts)."""
+    prom = Prometheus(tmp_path / "prometheus", "global: {scrape_interval: 1s}\n").start()
+    yield prom
+    prom.stop()
+
+
+def test_readme_module_defaults_reach_every_module_of_both_groups(tf_lab, gateway_factory, prometheus, tmp_path):
     gateway = gateway_factory([])
     namespace = "tokenfactory"
     tf_lab.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -54,6 +63,7 @@ def test_readme_module_defaults_reach_every_module_of_both_groups(tf_lab, gatewa
             "tenants": ["acme"],
         },
         "model_deployment_info": {"name": f"qwen-{suffix}"},
+        "cluster_health_info": {"prometheus_url": prometheus.url, "require_gpu_metrics": False},
         "tenant": {"name": "acme"},
         "api_key": {"tenant": "acme", "name": "readme", "key_file": str(tmp_path / "key")},
         "usage_info": {"tenant": "acme"},

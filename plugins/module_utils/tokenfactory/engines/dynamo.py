@@ -14,15 +14,11 @@ NAME = "dynamo"
 DYNAMO_GRAPH = ResourceType("nvidia.com/v1alpha1", "DynamoGraphDeployment", "dynamographdeployments")
 DEFAULT_IMAGE = ("nvcr.io/nvidia/ai-dynamo/vllm-runtime", "0.6.1")
 REQUIRED_CRD = workload.required_crd(DYNAMO_GRAPH, "engine dynamo needs the NVIDIA Dynamo operator")
-MULTINODE = False
-CHILD_TYPES = (DYNAMO_GRAPH,)
-# The workers run vLLM: its derived flags stay the module's.
-MANAGED_FLAGS = vllm.MANAGED_FLAGS
-
-
+CHILD_TYPES, MULTINODE = (DYNAMO_GRAPH,), False
 layout, possible_children = workload.operator_workload(DYNAMO_GRAPH, service_suffix="-frontend")
 observe = pods.operator_observer(DYNAMO_GRAPH, "DYNAMO")
 upstream_url = workload.service_upstream
+MANAGED_FLAGS = vllm.MANAGED_FLAGS  # the workers run vLLM: its derived flags stay the module's
 
 
 def render(md, model, provider, plan):
