@@ -135,11 +135,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--root", required=True, type=pathlib.Path, help="directory of <org>/<name> repositories")
     parser.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (port 0: any free port)")
     args = parser.parse_args(argv)
-    host, _, port = args.listen.rpartition(":")
+    host, port = args.listen.rsplit(":", 1)
     hub = Hub((host, int(port)), args.root)
     print(json.dumps({"url": f"http://{host}:{hub.server_address[1]}"}), flush=True)
     hub.serve_forever()

@@ -74,7 +74,7 @@ def kubelet_reserved_cpus(lines, count):
         raise AnsibleFilterError(
             f"kubelet_reserved_cpus: cannot reserve {count} of {len(cpus)} CPUs (at least one, and one left for pods)"
         )
-    return cpuset(sorted(cpu for _, cpu in sorted(cpus)[:count]))
+    return cpuset(sorted(cpu for _capacity, cpu in sorted(cpus)[:count]))
 
 
 def _merged(base, override):

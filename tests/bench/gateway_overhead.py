@@ -461,7 +461,7 @@ async def _streams(url, headers, concurrency: int, requests: int) -> None:
             async with gate:
                 await one_stream(session, url, headers)
 
-        await asyncio.gather(*(one() for _ in range(requests)))
+        await asyncio.gather(*(one() for _request in range(requests)))
 
 
 def _callgrind_total(path: pathlib.Path) -> int:

@@ -55,7 +55,7 @@ class Traffic:
         connector = aiohttp.TCPConnector(force_close=True, limit=0)
         timeout = aiohttp.ClientTimeout(total=30)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-            await asyncio.gather(*(self._worker(session, stop) for _ in range(self.workers)))
+            await asyncio.gather(*(self._worker(session, stop) for _worker in range(self.workers)))
 
     async def _worker(self, session, stop) -> None:
         while not stop.is_set():

@@ -195,7 +195,7 @@ def test_revocation_while_redis_is_down_holds_after_redis_restarts_empty(postgre
 
         for c in clients:
             wait_until(lambda c=c: answer(c) != 503, 15, "replica serving again")
-        for _ in range(10):
+        for _attempt in range(10):
             assert [answer(c) for c in clients] == [401, 401], "a revoked key came back after the Redis restart"
         status, body = gw.admin("DELETE", "/tenants/acme/keys/k1")
         assert status == 200 and body["changed"] is False

@@ -134,7 +134,7 @@ def test_the_rendered_engine_container_serves_the_model_from_the_hub(hub):
             except OSError:
                 time.sleep(3)
         else:
-            logs = subprocess.run(["podman", "logs", name], capture_output=True, text=True).stdout
+            logs = subprocess.run(["podman", "logs", name], capture_output=True, text=True, check=False).stdout
             pytest.fail(f"engine never became ready:\n{logs[-4000:]}")
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/v1/completions",
@@ -144,7 +144,7 @@ def test_the_rendered_engine_container_serves_the_model_from_the_hub(hub):
         with urllib.request.urlopen(request, timeout=120) as answer:  # noqa: S310 - http on loopback
             body = json.loads(answer.read())
         assert body["usage"]["completion_tokens"] == 8
-        logs = subprocess.run(["podman", "logs", name], capture_output=True, text=True)
+        logs = subprocess.run(["podman", "logs", name], capture_output=True, text=True, check=True)
         assert "unrecognized arguments" not in logs.stdout + logs.stderr
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
             assert "vllm:generation_tokens_total" in answer.read().decode()

@@ -87,7 +87,7 @@ def test_critical_alerts_block_warnings_do_not_and_ignored_ones_are_skipped():
         alert("TokenFactoryGPUThermalThrottling", "warning", "spark-01"),
         alert("TokenFactoryGatewayDown", "critical"),
     ]
-    blocking, warnings, considered, _ = gate(
+    blocking, warnings, considered, _ignored = gate(
         [node("spark-01")], healthy_metrics("spark-01"), alerts, ignore={"TokenFactoryGatewayDown"}
     )
     assert blocking == ["spark-01: TokenFactoryGPUXidCritical (critical): TokenFactoryGPUXidCritical summary"]

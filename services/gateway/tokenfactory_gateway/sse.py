@@ -14,13 +14,17 @@ DONE_EVENT = b"data: [DONE]\n\n"
 KEEP_NONE, KEEP_FINAL, KEEP_ALL = "none", "final", "all"  # which usage the client sees
 
 
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def checked_usage(usage) -> tuple[int, int] | None:
     """(prompt, completion) of an OpenAI usage object, or None unless both are integers in 0..MAX_USAGE_TOKENS."""
     if not isinstance(usage, dict):
         return None
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    # type() and not isinstance(): bool is an int subclass, and True is not a token count
-    if type(prompt) is not int or type(completion) is not int:
+    # bool is an int subclass, and True is not a token count
+    if not (_is_count(prompt) and _is_count(completion)):
         return None
     return (prompt, completion) if 0 <= prompt <= MAX_USAGE_TOKENS and 0 <= completion <= MAX_USAGE_TOKENS else None
 
