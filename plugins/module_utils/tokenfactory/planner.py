@@ -14,6 +14,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ca
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import ENGINES, engine_of
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import FABRIC_LABEL
 
 
 def gpu_group(spec, cluster):
@@ -100,5 +101,5 @@ def _check_multinode(spec, engine, group, gpus, per_node, nodes_per_replica, clu
         found = ", ".join(f"{f}: {len(m)} node(s)" for f, m in sorted(per_fabric.items())) or "none"
         raise ValidationError(
             "gpus_per_replica",
-            f"{where}: needs {nodes_per_replica} nodes sharing a tokenfactory.io/fabric label (found {found})",
+            f"{where}: needs {nodes_per_replica} nodes sharing a {FABRIC_LABEL} label (found {found})",
         )

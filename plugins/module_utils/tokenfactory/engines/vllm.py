@@ -25,6 +25,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.en
     service,
     service_upstream,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import FABRIC_LABEL
 
 NAME = "vllm"
 # NVIDIA's multi-arch vLLM container (arm64 + sm_121 for DGX Spark).
@@ -151,11 +152,11 @@ def ranks(md, model, provider, plan):
             "requiredDuringSchedulingIgnoredDuringExecution": [{**peers, "topologyKey": "kubernetes.io/hostname"}]
         },
         "podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [{**peers, "topologyKey": "tokenfactory.io/fabric"}]
+            "requiredDuringSchedulingIgnoredDuringExecution": [{**peers, "topologyKey": FABRIC_LABEL}]
         },
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": "tokenfactory.io/fabric", "operator": "Exists"}]}]
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": FABRIC_LABEL, "operator": "Exists"}]}]
             }
         },
     }
