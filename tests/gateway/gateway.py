@@ -25,9 +25,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVICE_DIR = pathlib.Path(os.environ.get("TF_GATEWAY_UNDER_TEST") or GATEWAY_DIR)
 
 
-def deployment_objects(name, model, upstream, tenants=("*",), rate_limits=None, pricing=None, namespace="tf"):
-    """A Model + ModelDeployment pair as the Token Factory CRDs (group tokenfactory.io) shape them."""
-    return [
+def deployment_objects(
+    name, model, upstream, tenants=("*",), rate_limits=None, pricing=None, namespace="tf", engine=None
+):
+    """A Model + ModelDeployment pair as the Token Factory CRDs (group tokenfactory.io) shape them; `engine`
+    sets spec.engine (unset: the CRD's default, vllm)."""
+    objects = [
         {"apiVersion": "tokenfactory.io/v1alpha1", "kind": "Model",
          "metadata": {"name": name, "namespace": namespace}, "spec": {"servedName": model}},
         {"apiVersion": "tokenfactory.io/v1alpha1", "kind": "ModelDeployment",
@@ -36,6 +39,9 @@ def deployment_objects(name, model, upstream, tenants=("*",), rate_limits=None, 
                   "pricing": pricing or {"currency": "USD", "inputPer1M": "0.15", "outputPer1M": "0.60"}},
          "status": {"phase": "Ready", "servedModelName": model, "upstreamURL": upstream}},
     ]  # fmt: skip
+    if engine:
+        objects[1]["spec"]["engine"] = engine
+    return objects
 
 
 class Gateway:

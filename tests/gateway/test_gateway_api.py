@@ -94,6 +94,30 @@ def test_stream_usage_is_forced_upstream_and_stripped_unless_asked(gw, upstream)
     assert gw.sql("SELECT sum(completion_tokens), bool_and(stream), count(ttft_ms) FROM usage_records") == "10|t|2"
 
 
+def test_running_usage_is_asked_only_of_engines_that_declare_it(gateway_factory, upstream):
+    """The capability comes from the engine plugin (engines/nim.py: RUNNING_USAGE = False) through domain.json."""
+    with SyntheticUpstream(model=OTHER, output_tokens=8) as nim_upstream:
+        objects = deployment_objects("tiny", MODEL, upstream.base_url, engine="vllm") + deployment_objects(
+            "nim", OTHER, nim_upstream.base_url, engine="nim"
+        )
+        gw = gateway_factory(objects)
+        c = client(gw, gw.create_key("acme"))
+        sent = {}
+        for model, engine in ((MODEL, upstream), (OTHER, nim_upstream)):
+            chunks = list(c.chat.completions.create(model=model, messages=MESSAGES, max_tokens=3, stream=True))
+            assert "".join(ch.choices[0].delta.content or "" for ch in chunks) == completion_text(3)
+            sent[model] = json.loads(engine.received[-1][3])["stream_options"]
+    assert sent == {
+        MODEL: {"include_usage": True, "continuous_usage_stats": True},
+        OTHER: {"include_usage": True},  # the final usage chunk alone still meters the stream
+    }
+    wait_ledger(gw, 2)
+    assert gw.sql("SELECT deployment, completion_tokens FROM usage_records ORDER BY deployment").splitlines() == [
+        "tf/nim|3",
+        "tf/tiny|3",
+    ]
+
+
 def test_models_are_filtered_and_unshared_is_indistinguishable_from_missing(gw):
     acme = client(gw, gw.create_key("acme"))
     assert [m.id for m in acme.models.list()] == [MODEL]

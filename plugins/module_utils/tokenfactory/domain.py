@@ -346,10 +346,22 @@ FIELDS = {
 }
 
 
-def gateway_view():
-    """What the gateway reads (written to tokenfactory_gateway/domain.json by scripts/write-gateway-domain)."""
+# What the gateway reads of each engine: engine module attribute -> its name in the gateway's copy.
+ENGINE_GATEWAY_FACTS = {"RUNNING_USAGE": "runningUsage"}
+
+
+def gateway_view(engines):
+    """What the gateway reads (written to tokenfactory_gateway/domain.json by scripts/write-gateway-domain).
+
+    `engines` is the engines registry (engines.ENGINES, which imports this module): each engine's capabilities
+    come from its own module, so the gateway never switches on an engine's name.
+    """
     deployment = FIELDS["ModelDeployment"]
     return {
+        "engines": {
+            name: {key: getattr(plugin, attribute) for attribute, key in ENGINE_GATEWAY_FACTS.items()}
+            for name, plugin in engines.items()
+        },
         "group": GROUP,
         "version": VERSION,
         "kinds": {kind: KINDS[kind]["plural"] for kind in ("Model", "ModelDeployment")},

@@ -23,3 +23,13 @@ PRICING_FIELDS = _DATA["pricingFields"]
 CURRENCY_DEFAULT = _DATA["currencyDefault"]
 FIELDS = _DATA["fields"]
 ENGINE_DEFAULT = _DATA["engineDefault"]
+ENGINES = _DATA["engines"]  # engine -> the capabilities its plugin declares (engines/<name>.py)
+
+
+def running_usage(engine: str) -> bool:
+    """Whether the engine's OpenAI server takes stream_options.continuous_usage_stats (usage on every chunk).
+
+    An engine this copy does not list (a newer collection's) gets False: include_usage alone, which every
+    OpenAI-compatible server takes.
+    """
+    return bool(ENGINES.get(engine, {}).get("runningUsage", False))

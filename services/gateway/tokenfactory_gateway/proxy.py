@@ -18,7 +18,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from . import errors, fields
+from . import domain, errors, fields
 from .keys import bearer_token
 from .metering import UsageRecord, opened_line
 from .ratelimit import scopes_for
@@ -27,7 +27,6 @@ from .sse import DONE_EVENT, KEEP_ALL, KEEP_FINAL, KEEP_NONE, SseFilter, usage_o
 LOG = logging.getLogger("tokenfactory_gateway")
 UPSTREAM_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError)
 UTC = datetime.UTC
-RUNNING_USAGE_ENGINES = frozenset({"vllm"})  # engines that accept stream_options.continuous_usage_stats
 TRUNCATED = "upstream_stream_truncated"
 
 
@@ -115,7 +114,7 @@ class Proxy:
         info, dep, scopes = await self.admit(key, info, model)
         if metered.stream:  # usage always comes back; on every chunk where the engine can do it
             options = {**payload.get("stream_options", {}), "include_usage": True}
-            if dep.engine in RUNNING_USAGE_ENGINES:
+            if domain.running_usage(dep.engine):
                 options["continuous_usage_stats"] = True
             payload["stream_options"] = options
         keep = KEEP_ALL if metered.wants_running_usage else KEEP_FINAL if metered.wants_usage else KEEP_NONE

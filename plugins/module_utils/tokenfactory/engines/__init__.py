@@ -4,14 +4,16 @@
 """The inference engines behind one interface, one module each; ENGINES is the engine enum of the domain.
 
 An engine module defines NAME, DEFAULT_IMAGE (repository, tag), REQUIRED_CRD (None or plural/group/purpose),
-MULTINODE (may one replica span nodes), CHILD_TYPES, MANAGED_FLAGS (engine flags the module derives) and
+MULTINODE (may one replica span nodes), RUNNING_USAGE (its OpenAI server takes stream_options.continuous_usage_stats;
+the gateway reads it from domain.gateway_view), CHILD_TYPES, MANAGED_FLAGS (engine flags the module derives) and
     layout(spec, plan, name)          -> {"workload": {kind, name}, "children": ["Kind/name", ...], "service": name}
     possible_children(name)           -> [(ResourceType, name)] it may ever have created (pruning)
     render(md, model, provider, plan) -> the children, in plan["children"] order
     observe(client, md, plan)         -> {"phase", "message", "nodes", "readyReplicas"}
     upstream_url(md, plan)            -> the in-cluster URL of its OpenAI server
-Adding an engine: a new module here, its name in ENGINES below, its tests (and the documented choices of
-model_deployment's `engine`, which sanity checks against the argument spec).
+Adding an engine: a new module here, its name in ENGINES below, its tests, the gateway's copy rewritten by
+scripts/write-gateway-domain, and the documented choices of model_deployment's `engine` (which sanity checks
+against the argument spec).
 """
 
 from __future__ import annotations

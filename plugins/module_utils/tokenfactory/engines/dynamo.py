@@ -15,6 +15,7 @@ DYNAMO_GRAPH = ResourceType("nvidia.com/v1alpha1", "DynamoGraphDeployment", "dyn
 DEFAULT_IMAGE = ("nvcr.io/nvidia/ai-dynamo/vllm-runtime", "0.6.1")
 REQUIRED_CRD = workload.required_crd(DYNAMO_GRAPH, "engine dynamo needs the NVIDIA Dynamo operator")
 CHILD_TYPES, MULTINODE = (DYNAMO_GRAPH,), False
+RUNNING_USAGE = False  # the gateway asks only for the final usage chunk (stream_options.include_usage)
 layout, possible_children = workload.operator_workload(DYNAMO_GRAPH, service_suffix="-frontend")
 observe = pods.operator_observer(DYNAMO_GRAPH, "DYNAMO")
 upstream_url = workload.service_upstream

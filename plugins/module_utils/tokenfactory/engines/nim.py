@@ -17,6 +17,7 @@ NIM_SERVICE = ResourceType("apps.nvidia.com/v1alpha1", "NIMService", "nimservice
 DEFAULT_IMAGE = ("nvcr.io/nim/meta/llama-3.1-8b-instruct", "1.8.4")
 REQUIRED_CRD = workload.required_crd(NIM_SERVICE, "engine nim needs the NVIDIA NIM Operator (NIMService CRD)")
 MULTINODE = False
+RUNNING_USAGE = False  # the gateway asks only for the final usage chunk (stream_options.include_usage)
 CHILD_TYPES = (NIM_SERVICE,)
 # NIM serves with vLLM inside: the same flags stay the module's.
 MANAGED_FLAGS = vllm.MANAGED_FLAGS

@@ -32,6 +32,9 @@ NAME = "vllm"
 DEFAULT_IMAGE = ("nvcr.io/nvidia/vllm", "25.11-py3")
 REQUIRED_CRD = None
 MULTINODE = True
+# Its OpenAI server takes stream_options.continuous_usage_stats: usage on every chunk, so the gateway meters a
+# stream cut short by what was served.
+RUNNING_USAGE = True
 CHILD_TYPES = (DEPLOYMENT, STATEFUL_SET, SERVICE, HPA, PDB)
 # vLLM flags the module derives from spec fields; extraArgs may not override them.
 MANAGED_FLAGS = {

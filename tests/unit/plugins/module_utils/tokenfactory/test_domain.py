@@ -9,6 +9,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory im
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.crds import all_crds
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import deployment_spec
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import ENGINES
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import choices, kind_options
 from tokenfactory_gateway import domain as gateway_domain
 from tokenfactory_gateway import store
@@ -22,7 +23,7 @@ GATEWAY_COPY = ROOT / "services/gateway/tokenfactory_gateway/domain.json"
 
 
 def test_gateway_copy_is_generated_from_the_domain():
-    expected = json.dumps(domain.gateway_view(), indent=2, sort_keys=True) + "\n"
+    expected = json.dumps(domain.gateway_view(ENGINES), indent=2, sort_keys=True) + "\n"
     assert GATEWAY_COPY.read_text() == expected, "stale: run .venv/bin/python scripts/write-gateway-domain"
 
 
@@ -41,6 +42,9 @@ def test_gateway_reads_the_same_facts():
             bound = scope["properties"][field]
             assert (bound["minimum"], bound["maximum"]) == (gateway_domain.UNLIMITED, gateway_domain.PER_MINUTE_MAX)
     assert set(spec["pricing"]["properties"]) == set(gateway_domain.PRICING_FIELDS.values())
+    declared = {name: engine.RUNNING_USAGE for name, engine in ENGINES.items()}
+    assert {name: gateway_domain.running_usage(name) for name in ENGINES} == declared
+    assert gateway_domain.running_usage("an-engine-of-a-newer-collection") is False
 
 
 def entries(fields, prefix=""):
