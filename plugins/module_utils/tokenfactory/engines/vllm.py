@@ -154,9 +154,7 @@ def ranks(md, model, provider, plan):
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [{**peers, "topologyKey": "kubernetes.io/hostname"}]
         },
-        "podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [{**peers, "topologyKey": FABRIC_LABEL}]
-        },
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{**peers, "topologyKey": FABRIC_LABEL}]},
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [{"matchExpressions": [{"key": FABRIC_LABEL, "operator": "Exists"}]}]
