@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: tokenfactory.spark contributors
 # Apache License 2.0 (see LICENSE)
-"""Documentation shared by the gateway admin modules (tenant, api_key, usage_info)."""
+"""Documentation shared by the gateway admin modules: the connection (tenant, api_key, usage_info), and with
+it tokenfactory.spark.gateway_auth.object (tenant, api_key)."""
 
 from __future__ import annotations
 
@@ -43,9 +44,16 @@ notes:
     admin_token: ...}}); the Kubernetes modules have their own group, C(tokenfactory.spark.kubernetes)."
 """
 
-    # The limits option of tenant and api_key: the object's own limits, over all models.
-    LIMITS = r"""
+    # Modules that manage one gateway object (tenant, api_key): its own limits over all models, state, check, diff.
+    OBJECT = r"""
 options:
+  state:
+    description:
+      - V(present) creates or updates the tenant or key.
+      - V(absent) deletes a tenant (all its keys are revoked at once) or revokes a key.
+    type: str
+    default: present
+    choices: [present, absent]
   limits:
     description:
       - Limits of the object itself, counted over all models (for a tenant, all its keys and gateway replicas
@@ -62,10 +70,6 @@ options:
         description: Prompt plus completion tokens per minute (counted from real usage).
         type: int
         default: 0
-"""
-
-    # Modules that change something (tenant, api_key).
-    CHANGE = r"""
 attributes:
   check_mode:
     description: The gateway computes the change in a rolled-back transaction (C(dry_run)); nothing is written.

@@ -5,10 +5,8 @@
 
 from __future__ import annotations
 
-
-class ModuleDocFragment:
-    DOCUMENTATION = r"""
-attributes:
+# The body of `attributes:`, also part of k8s_auth.INFO (fragments cannot extend fragments).
+READ_ONLY_ATTRIBUTES = r"""
   check_mode:
     description: Read-only; runs normally in check mode.
     support: full
@@ -16,3 +14,7 @@ attributes:
     description: Read-only; nothing to diff.
     support: N/A
 """
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = "attributes:" + READ_ONLY_ATTRIBUTES

@@ -35,15 +35,9 @@ options:
       - Write a newly created key to this file (mode C(0600)) instead of returning it.
       - Nothing is written when the key already exists.
     type: path
-  state:
-    description: V(present) creates or updates the key, V(absent) revokes it.
-    type: str
-    default: present
-    choices: [present, absent]
 extends_documentation_fragment:
   - tokenfactory.spark.gateway_auth
-  - tokenfactory.spark.gateway_auth.change
-  - tokenfactory.spark.gateway_auth.limits
+  - tokenfactory.spark.gateway_auth.object
 """
 
 EXAMPLES = r"""
@@ -97,8 +91,7 @@ import os
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.client import path
 from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.module import (
-    LIMIT_OPTIONS,
-    STATE_OPTION,
+    OBJECT_OPTIONS,
     GatewayAdminModule,
 )
 
@@ -115,10 +108,9 @@ def main():
         {
             "tenant": {"type": "str", "required": True},
             "name": {"type": "str", "required": True},
-            "limits": {"type": "dict", "options": LIMIT_OPTIONS},
             "expires_at": {"type": "str"},
             "key_file": {"type": "path"},
-            **STATE_OPTION,
+            **OBJECT_OPTIONS,
         }
     )
     params = gam.params

@@ -31,15 +31,9 @@ options:
       - The list replaces the current grants; left unchanged when omitted.
     type: list
     elements: str
-  state:
-    description: V(present) creates or updates the tenant, V(absent) deletes it.
-    type: str
-    default: present
-    choices: [present, absent]
 extends_documentation_fragment:
   - tokenfactory.spark.gateway_auth
-  - tokenfactory.spark.gateway_auth.change
-  - tokenfactory.spark.gateway_auth.limits
+  - tokenfactory.spark.gateway_auth.object
 """
 
 EXAMPLES = r"""
@@ -76,8 +70,7 @@ tenant:
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.client import path
 from ansible_collections.tokenfactory.spark.plugins.module_utils.gateway.module import (
-    LIMIT_OPTIONS,
-    STATE_OPTION,
+    OBJECT_OPTIONS,
     GatewayAdminModule,
 )
 
@@ -87,9 +80,8 @@ def main():
         {
             "name": {"type": "str", "required": True},
             "description": {"type": "str"},
-            "limits": {"type": "dict", "options": LIMIT_OPTIONS},
             "models": {"type": "list", "elements": "str"},
-            **STATE_OPTION,
+            **OBJECT_OPTIONS,
         }
     )
     params = gam.params

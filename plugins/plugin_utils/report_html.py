@@ -171,22 +171,11 @@ def _charts(v):
         hist = dist.get(key) or {}
         charts.append(svg.histogram_chart(title, hist.get("edges", []), hist.get("counts", []), "ms", y_unit))
     series = v.get("series") or {}
-    charts.append(
-        svg.line_chart(
-            "Output throughput over time",
-            series.get("t_s", []),
-            [("output tok/s", series.get("output_tokens_per_s", []))],
-            "tok/s",
-        )
-    )
-    charts.append(
-        svg.line_chart(
-            "Requests in flight (client)",
-            series.get("t_s", []),
-            [("active", series.get("active_requests", []))],
-            "requests",
-        )
-    )
+    for title, key, label, y_unit in (
+        ("Output throughput over time", "output_tokens_per_s", "output tok/s", "tok/s"),
+        ("Requests in flight (client)", "active_requests", "active", "requests"),
+    ):
+        charts.append(svg.line_chart(title, series.get("t_s", []), [(label, series.get(key, []))], y_unit))
     server = v.get("server") or {}
     s_series = server.get("series") or {}
     if server.get("scraped"):

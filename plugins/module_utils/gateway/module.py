@@ -18,12 +18,18 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ch
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import LIMIT_FIELDS, UNLIMITED
 
-# A tenant's or a key's own limits (over all models): the admin API's names, the domain's bound.
-LIMIT_OPTIONS = {
-    name: {"type": "int", "default": UNLIMITED, **({"no_log": False} if "token" in name else {})}
-    for name in LIMIT_FIELDS
+# The options of the modules that manage one object (tenant, api_key; documented by gateway_auth.object): its
+# own limits over all models (the admin API's names, the domain's bound) and state.
+OBJECT_OPTIONS = {
+    "limits": {
+        "type": "dict",
+        "options": {
+            name: {"type": "int", "default": UNLIMITED, **({"no_log": False} if "token" in name else {})}
+            for name in LIMIT_FIELDS
+        },
+    },
+    "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
 }
-STATE_OPTION = {"state": {"type": "str", "default": "present", "choices": ["present", "absent"]}}
 
 
 class GatewayAdminModule:
