@@ -1,19 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: tokenfactory.spark contributors
 # Apache License 2.0 (see LICENSE)
-"""Documentation shared by the Token Factory Kubernetes modules, next to kubernetes.core.k8s_auth_options (the
-connection options themselves). A module lists that and one of these (fragments cannot extend fragments, so
-each one is assembled here from the same pieces):
-    tokenfactory.spark.k8s_auth         request timeout, namespace, action group (crds, cluster_health_info)
-    tokenfactory.spark.k8s_auth.object  + one named object, present or absent, waited for (the object modules)
-    tokenfactory.spark.k8s_auth.info    + objects by namespace, name or labels, read-only (the *_info modules)
-"""
+"""Documentation shared by the Token Factory modules: Kubernetes auth, object options, attributes."""
 
 from __future__ import annotations
 
-from ansible_collections.tokenfactory.spark.plugins.doc_fragments.read_only import READ_ONLY_ATTRIBUTES
 
-_CONNECTION_OPTIONS = r"""
+class ModuleDocFragment:
+    # With kubernetes.core.k8s_auth_options (the connection options themselves): timeout, namespace, action group.
+    DOCUMENTATION = r"""
 options:
   request_timeout:
     description: Seconds to wait for each API request. Conflicts (409), throttling (429) and server errors (5xx)
@@ -24,18 +19,12 @@ options:
     description: Namespace of the Token Factory objects.
     type: str
     default: default
-"""
-
-_ACTION_GROUP = r"""
 attributes:
   action_group:
     description: Use C(group/tokenfactory.spark.kubernetes) in C(module_defaults) to set the auth options and namespace.
     support: full
     membership:
       - tokenfactory.spark.kubernetes
-"""
-
-_REQUIREMENTS_AND_NOTES = r"""
 requirements:
   - kubernetes >= 30.0.0 (Python client; pinned in the collection's requirements.txt)
   - the kubernetes.core collection (the connection options and client configuration are its own)
@@ -45,8 +34,9 @@ notes:
     admin modules have their own group, C(tokenfactory.spark.gateway_admin)."
 """
 
-# Object modules: one named object, present or absent, optionally waited for.
-_OBJECT_OPTIONS = r"""
+    # Object modules: one named object, present or absent, optionally waited for.
+    OBJECT = r"""
+options:
   wait:
     description:
       - Wait until the object reaches its target state (ready, or deleted with all its children).
@@ -68,9 +58,7 @@ _OBJECT_OPTIONS = r"""
     type: str
     default: present
     choices: [present, absent]
-"""
-
-_OBJECT_ATTRIBUTES = r"""
+attributes:
   check_mode:
     description: Every change is computed with a server-side dry run; nothing is written.
     support: full
@@ -79,8 +67,11 @@ _OBJECT_ATTRIBUTES = r"""
     support: full
 """
 
-# The *_info modules: objects of a namespace, or one by name, with their status; never Secret data.
-_INFO_OPTIONS = r"""
+    # The *_info modules: objects of a namespace, or one by name, with their status; never Secret data.
+    INFO = r"""
+notes:
+  - Returns the objects of O(namespace), or the one called O(name), with spec and status; Secret data is never read.
+options:
   name:
     description: Name of one object to read. Without it all objects of the namespace are returned.
     type: str
@@ -90,25 +81,3 @@ _INFO_OPTIONS = r"""
     elements: str
     default: []
 """
-
-_INFO_NOTES = r"""
-  - Returns the objects of O(namespace), or the one called O(name), with spec and status; Secret data is never read.
-"""
-
-
-def _fragment(options="", attributes="", notes=""):
-    """The shared sections with a kind's own option, attribute and note entries appended to each."""
-    return (
-        _CONNECTION_OPTIONS.rstrip("\n")
-        + options
-        + _ACTION_GROUP.rstrip("\n")
-        + attributes
-        + _REQUIREMENTS_AND_NOTES.rstrip("\n")
-        + notes
-    )
-
-
-class ModuleDocFragment:
-    DOCUMENTATION = _fragment()
-    OBJECT = _fragment(options=_OBJECT_OPTIONS, attributes=_OBJECT_ATTRIBUTES)
-    INFO = _fragment(options=_INFO_OPTIONS, attributes=READ_ONLY_ATTRIBUTES, notes=_INFO_NOTES)

@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
-# The body of `attributes:`, also part of k8s_auth.INFO (fragments cannot extend fragments).
-READ_ONLY_ATTRIBUTES = r"""
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+attributes:
   check_mode:
     description: Read-only; runs normally in check mode.
     support: full
@@ -14,7 +16,3 @@ READ_ONLY_ATTRIBUTES = r"""
     description: Read-only; nothing to diff.
     support: N/A
 """
-
-
-class ModuleDocFragment:
-    DOCUMENTATION = "attributes:" + READ_ONLY_ATTRIBUTES

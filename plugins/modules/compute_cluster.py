@@ -38,6 +38,7 @@ options:
     type: str
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.object
 """
 

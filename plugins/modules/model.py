@@ -67,6 +67,7 @@ options:
         choices: [float32, bfloat16, float16, fp8, nvfp4, int4]
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.object
 """
 

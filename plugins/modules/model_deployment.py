@@ -209,6 +209,7 @@ options:
     choices: [fail, queue]
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.object
 notes:
   - The NIM and Dynamo renderings are tested against stand-in CRDs (the operators cannot be installed in the test

@@ -15,7 +15,9 @@ version_added: 0.1.0
 author: Token Factory maintainers (@tokenfactory)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.info
+  - tokenfactory.spark.read_only
 """
 
 EXAMPLES = r"""

@@ -41,6 +41,7 @@ options:
     default: token
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - tokenfactory.spark.k8s_auth
   - tokenfactory.spark.k8s_auth.object
 """
 
