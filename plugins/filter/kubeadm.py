@@ -5,52 +5,6 @@
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: kubeadm_join_argv
-short_description: Build a kubeadm join argv from the first control-plane node's print-join-command output
-version_added: 0.1.0
-description:
-  - Parses the output of C(kubeadm token create --print-join-command) and returns the argv list for
-    C(ansible.builtin.command), adding C(--control-plane --certificate-key), C(--node-name) and
-    C(--apiserver-advertise-address) when given. The token never appears in errors.
-  - The collection also provides C(kubeadm_init_argv) (argv for C(kubeadm init --config)),
-    C(kubeadm_join_discovery) (the same output as a JoinConfiguration C(discovery.bootstrapToken) mapping),
-    C(kubeadm_pod_subnet) (podSubnet from the kubeadm-config ConfigMap) and C(kubeconfig_with_server) (a parsed
-    kubeconfig whose clusters point at another API server URL).
-options:
-  _input:
-    description: Output of C(kubeadm token create --print-join-command).
-    type: str
-    required: true
-  node_name:
-    description: Node name for the joining node.
-    type: str
-  control_plane:
-    description: Join as an additional control-plane node.
-    type: bool
-    default: false
-  certificate_key:
-    description: Key from C(kubeadm init phase upload-certs --upload-certs); required with O(control_plane).
-    type: str
-  advertise_address:
-    description: API server advertise address of a joining control-plane node.
-    type: str
-"""
-
-EXAMPLES = r"""
-- name: Join this worker
-  ansible.builtin.command:
-    argv: "{{ join_output.stdout | tokenfactory.spark.kubeadm_join_argv(node_name=inventory_hostname) }}"
-    creates: /etc/kubernetes/kubelet.conf
-"""
-
-RETURN = r"""
-_value:
-  description: argv list.
-  type: list
-  elements: str
-"""
-
 import re
 
 import yaml
@@ -61,7 +15,6 @@ JOIN = re.compile(
     r"\s+--discovery-token-ca-cert-hash (?P<hash>sha256:[a-f0-9]{64})"
 )
 
-
 def _join_match(output):
     match = JOIN.search(" ".join(str(output).replace("\\\n", " ").split()))
     if not match:
@@ -71,12 +24,10 @@ def _join_match(output):
         )
     return match
 
-
 def kubeadm_join_discovery(output):
     """print-join-command output -> a JoinConfiguration discovery.bootstrapToken mapping."""
     match = _join_match(output)
     return {"apiServerEndpoint": match["endpoint"], "token": match["token"], "caCertHashes": [match["hash"]]}
-
 
 def kubeadm_join_argv(output, node_name=None, control_plane=False, certificate_key=None, advertise_address=None):
     match = _join_match(output)
@@ -99,7 +50,6 @@ def kubeadm_join_argv(output, node_name=None, control_plane=False, certificate_k
         argv += ["--node-name", node_name]
     return argv
 
-
 def kubeadm_init_argv(config_path, upload_certs=False, skip_phases=None):
     argv = ["kubeadm", "init", "--config", str(config_path)]
     if upload_certs:
@@ -107,7 +57,6 @@ def kubeadm_init_argv(config_path, upload_certs=False, skip_phases=None):
     if skip_phases:
         argv.append("--skip-phases=" + ",".join(skip_phases))
     return argv
-
 
 def kubeadm_pod_subnet(configmaps):
     """podSubnet from the kubeadm-config ConfigMap (a k8s_info resources list or one ConfigMap)."""
@@ -120,7 +69,6 @@ def kubeadm_pod_subnet(configmaps):
         raise AnsibleFilterError("kubeadm ClusterConfiguration has no networking.podSubnet")
     return subnet
 
-
 def kubeconfig_with_server(kubeconfig, server):
     """A copy of a parsed kubeconfig with every cluster's server set to `server`."""
     if not isinstance(kubeconfig, dict) or not kubeconfig.get("clusters"):
@@ -129,7 +77,6 @@ def kubeconfig_with_server(kubeconfig, server):
         raise AnsibleFilterError(f"kubeconfig_with_server: server must be an https:// URL, got {server!r}")
     clusters = [{**c, "cluster": {**c.get("cluster", {}), "server": server}} for c in kubeconfig["clusters"]]
     return {**kubeconfig, "clusters": clusters}
-
 
 class FilterModule:
     def filters(self):

@@ -5,43 +5,7 @@
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: kubelet_reserved_cpus
-short_description: Pick the CPUs the kubelet keeps for system daemons (reservedSystemCPUs)
-version_added: 0.1.0
-description:
-  - Takes C(<cpu id> <cpu_capacity>) lines (one per online CPU; Arm's C(/sys/devices/system/cpu/cpuN/cpu_capacity),
-    where efficiency cores report less) and returns a cpuset string of the O(count) CPUs with the lowest capacity,
-    lowest ids first on ties (so CPUs of equal capacity, e.g. x86-64, give the first ones).
-  - On DGX Spark's GB10 this picks Cortex-A725 efficiency cores, leaving the Cortex-X925 cores to the engine.
-  - Fails when the count would leave no CPU for pods.
-  - The collection also provides C(kubelet_configuration) (a KubeletConfiguration from a profile, the cgroup driver,
-    C(failCgroupV1), the reserved CPUs and overrides merged last).
-options:
-  _input:
-    description: Lines C(<id> <capacity>), as a string or a list.
-    type: raw
-    required: true
-  count:
-    description: How many CPUs to reserve.
-    type: int
-    required: true
-"""
-
-EXAMPLES = r"""
-- name: Two efficiency cores of a big.LITTLE machine
-  ansible.builtin.debug:
-    msg: "{{ ['0 1024', '1 1024', '2 512', '3 512'] | tokenfactory.spark.kubelet_reserved_cpus(2) }}"  # "2-3"
-"""
-
-RETURN = r"""
-_value:
-  description: cpuset, e.g. C(0-1) or C(2,7).
-  type: str
-"""
-
 from ansible.errors import AnsibleFilterError
-
 
 def cpuset(ids):
     """Sorted CPU ids -> cpuset notation with ranges (0,1,2,5 -> 0-2,5)."""
@@ -53,7 +17,6 @@ def cpuset(ids):
             parts.append(str(start) if start == cpu else f"{start}-{cpu}")
             start = None
     return ",".join(parts)
-
 
 def kubelet_reserved_cpus(lines, count):
     if isinstance(lines, str):
@@ -76,7 +39,6 @@ def kubelet_reserved_cpus(lines, count):
         )
     return cpuset(sorted(cpu for _capacity, cpu in sorted(cpus)[:count]))
 
-
 def _merged(base, override):
     merged = dict(base)
     for key, value in (override or {}).items():
@@ -84,7 +46,6 @@ def _merged(base, override):
             _merged(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
         )
     return merged
-
 
 def kubelet_configuration(
     profile, cgroup_driver="systemd", fail_cgroup_v1=True, reserved_system_cpus="", overrides=None
@@ -100,7 +61,6 @@ def kubelet_configuration(
     if config.get("cpuManagerPolicy") == "static" and reserved_system_cpus:
         config["reservedSystemCPUs"] = str(reserved_system_cpus)
     return _merged(config, overrides)
-
 
 class FilterModule:
     def filters(self):

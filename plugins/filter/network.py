@@ -5,46 +5,6 @@
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: link_address
-short_description: Address of the Nth node on a point-to-point link CIDR
-version_added: 0.1.0
-description:
-  - Returns C(ADDRESS/PREFIX) for node O(index) of the link O(_input).
-  - A C(/31) (RFC 3021) uses both addresses; any other prefix skips the network address
-    (and the broadcast address for IPv4 prefixes shorter than C(/31)).
-  - The collection also provides C(checked_cidr) (normalise and validate a CIDR, naming the variable in errors),
-    C(cidrs_overlap), C(valid_ip), C(connectx_port_netdev) (pick the CX-7 interface of one physical port) and
-    C(cni_bridge_nodes) (each Kubernetes Node's name, podCIDR and InternalIP, checked against the pod network,
-    for the cni role's C(bridge) routes).
-options:
-  _input:
-    description: Link CIDR, for example C(192.168.100.0/30) or C(169.254.100.0/31).
-    type: str
-    required: true
-  index:
-    description: Zero-based position of the node on the link.
-    type: int
-    required: true
-  field:
-    description: Variable name used in error messages.
-    type: str
-    default: link CIDR
-"""
-
-EXAMPLES = r"""
-- name: Address of the second Spark on the CX-7 link
-  ansible.builtin.debug:
-    msg: "{{ '192.168.100.0/30' | tokenfactory.spark.link_address(1) }}"  # 192.168.100.2/30
-"""
-
-RETURN = r"""
-_value:
-  description: Address with prefix length.
-  type: str
-  sample: 192.168.100.1/30
-"""
-
 from ansible.errors import AnsibleFilterError
 
 try:
@@ -52,13 +12,11 @@ try:
 except ImportError:  # reported when a filter is used, not when Ansible loads plugins
     netaddr = None
 
-
 def _require_netaddr():
     if netaddr is None:
         raise AnsibleFilterError(
             "tokenfactory.spark network filters need the netaddr Python library (requirements.txt)"
         )
-
 
 def checked_cidr(value, field="CIDR"):
     """Normalised network CIDR; errors name the variable and show the offending value."""
@@ -73,18 +31,15 @@ def checked_cidr(value, field="CIDR"):
         raise AnsibleFilterError(f"{field}={value!r} has host bits set; did you mean {network.cidr}?")
     return str(network.cidr)
 
-
 def valid_ip(value):
     _require_netaddr()
     return netaddr.valid_ipv4(str(value)) or netaddr.valid_ipv6(str(value))
-
 
 def cidrs_overlap(first, second):
     _require_netaddr()
     return netaddr.IPNetwork(str(first)) in netaddr.IPNetwork(str(second)) or netaddr.IPNetwork(
         str(second)
     ) in netaddr.IPNetwork(str(first))
-
 
 def link_address(cidr, index, field="link CIDR"):
     _require_netaddr()
@@ -96,7 +51,6 @@ def link_address(cidr, index, field="link CIDR"):
     if position < 0 or first + position > last:
         raise AnsibleFilterError(f"{field}={cidr} has no usable address for node index {position}")
     return f"{netaddr.IPAddress(first + position, network.version)}/{network.prefixlen}"
-
 
 def connectx_port_netdev(ports, physical_port=0, field="connectx_physical_port"):
     """The netdev of ConnectX-7 physical port N (PCI function N) in the lowest PCI domain.
@@ -114,7 +68,6 @@ def connectx_port_netdev(ports, physical_port=0, field="connectx_physical_port")
             f"{field}={physical_port}: no ConnectX-7 interface on that port; CX-7 ports seen: {seen}"
         )
     return candidates[0]["netdev"]
-
 
 def cni_bridge_nodes(nodes, pod_cidr):
     """Node objects -> [{name, pod_cidr, node_ip}], sorted by name; every podCIDR must lie in `pod_cidr`."""
@@ -136,7 +89,6 @@ def cni_bridge_nodes(nodes, pod_cidr):
             raise AnsibleFilterError(f"node {name} has podCIDR {subnet}, outside the pod network {network}")
         planned.append({"name": name, "pod_cidr": subnet, "node_ip": internal[0]})
     return sorted(planned, key=lambda n: n["name"])
-
 
 class FilterModule:
     def filters(self):
