@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 
 VERSION = re.compile(r"\bv?(\d+)\.(\d+)\.(\d+)")
 
+
 def containerd_config_version(version_output):
     """`containerd --version` output (or a bare version) -> config schema version (2 or 3)."""
     match = VERSION.search(str(version_output))
@@ -24,6 +25,7 @@ def containerd_config_version(version_output):
     if major == 2:
         return 3
     raise AnsibleFilterError(f"containerd {match.group(0)} is not supported (1.6+ uses config v2, 2.x uses v3)")
+
 
 def containerd_images_missing(wanted, ls_output):
     """Items of `wanted` ({ref, digest?}) that `ctr images ls` output lacks, or lists with another digest."""
@@ -40,6 +42,7 @@ def containerd_images_missing(wanted, ls_output):
         if digest is None or (item.get("digest") and item["digest"] != digest):
             missing.append(item)
     return missing
+
 
 class FilterModule:
     def filters(self):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+
 def compute_capability_to_sm(value):
     """'12.1' or [12, 1] -> 'sm_121'."""
     if isinstance(value, list | tuple) and len(value) == 2:
@@ -23,6 +24,7 @@ def compute_capability_to_sm(value):
     if major_i < 1 or not 0 <= minor_i <= 9:
         raise AnsibleFilterError(f"compute capability out of range: {value!r}")
     return f"sm_{major_i}{minor_i}"
+
 
 class FilterModule:
     def filters(self):

@@ -9,12 +9,14 @@ from ansible.errors import AnsibleFilterError
 
 NO_NODES = "(cluster)"
 
+
 def _allocatable_count(node, resource):
     value = ((node.get("status") or {}).get("allocatable") or {}).get(resource, "0")
     try:
         return int(str(value))
     except ValueError:
         return 0
+
 
 def gpu_node_gaps(node_objects, nodes=None, labels=None, resource="nvidia.com/gpu"):
     """Return {node_name: [reason, ...]} for expected nodes that are not GPU-ready."""
@@ -38,6 +40,7 @@ def gpu_node_gaps(node_objects, nodes=None, labels=None, resource="nvidia.com/gp
         if reasons:
             gaps[name] = reasons
     return gaps
+
 
 class FilterModule:
     def filters(self):

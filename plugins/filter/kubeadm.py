@@ -15,6 +15,7 @@ JOIN = re.compile(
     r"\s+--discovery-token-ca-cert-hash (?P<hash>sha256:[a-f0-9]{64})"
 )
 
+
 def _join_match(output):
     match = JOIN.search(" ".join(str(output).replace("\\\n", " ").split()))
     if not match:
@@ -24,10 +25,12 @@ def _join_match(output):
         )
     return match
 
+
 def kubeadm_join_discovery(output):
     """print-join-command output -> a JoinConfiguration discovery.bootstrapToken mapping."""
     match = _join_match(output)
     return {"apiServerEndpoint": match["endpoint"], "token": match["token"], "caCertHashes": [match["hash"]]}
+
 
 def kubeadm_join_argv(output, node_name=None, control_plane=False, certificate_key=None, advertise_address=None):
     match = _join_match(output)
@@ -50,6 +53,7 @@ def kubeadm_join_argv(output, node_name=None, control_plane=False, certificate_k
         argv += ["--node-name", node_name]
     return argv
 
+
 def kubeadm_init_argv(config_path, upload_certs=False, skip_phases=None):
     argv = ["kubeadm", "init", "--config", str(config_path)]
     if upload_certs:
@@ -57,6 +61,7 @@ def kubeadm_init_argv(config_path, upload_certs=False, skip_phases=None):
     if skip_phases:
         argv.append("--skip-phases=" + ",".join(skip_phases))
     return argv
+
 
 def kubeadm_pod_subnet(configmaps):
     """podSubnet from the kubeadm-config ConfigMap (a k8s_info resources list or one ConfigMap)."""
@@ -69,6 +74,7 @@ def kubeadm_pod_subnet(configmaps):
         raise AnsibleFilterError("kubeadm ClusterConfiguration has no networking.podSubnet")
     return subnet
 
+
 def kubeconfig_with_server(kubeconfig, server):
     """A copy of a parsed kubeconfig with every cluster's server set to `server`."""
     if not isinstance(kubeconfig, dict) or not kubeconfig.get("clusters"):
@@ -77,6 +83,7 @@ def kubeconfig_with_server(kubeconfig, server):
         raise AnsibleFilterError(f"kubeconfig_with_server: server must be an https:// URL, got {server!r}")
     clusters = [{**c, "cluster": {**c.get("cluster", {}), "server": server}} for c in kubeconfig["clusters"]]
     return {**kubeconfig, "clusters": clusters}
+
 
 class FilterModule:
     def filters(self):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+
 def cpuset(ids):
     """Sorted CPU ids -> cpuset notation with ranges (0,1,2,5 -> 0-2,5)."""
     parts, start = [], None
@@ -17,6 +18,7 @@ def cpuset(ids):
             parts.append(str(start) if start == cpu else f"{start}-{cpu}")
             start = None
     return ",".join(parts)
+
 
 def kubelet_reserved_cpus(lines, count):
     if isinstance(lines, str):
@@ -39,6 +41,7 @@ def kubelet_reserved_cpus(lines, count):
         )
     return cpuset(sorted(cpu for _capacity, cpu in sorted(cpus)[:count]))
 
+
 def _merged(base, override):
     merged = dict(base)
     for key, value in (override or {}).items():
@@ -46,6 +49,7 @@ def _merged(base, override):
             _merged(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
         )
     return merged
+
 
 def kubelet_configuration(
     profile, cgroup_driver="systemd", fail_cgroup_v1=True, reserved_system_cpus="", overrides=None
@@ -61,6 +65,7 @@ def kubelet_configuration(
     if config.get("cpuManagerPolicy") == "static" and reserved_system_cpus:
         config["reservedSystemCPUs"] = str(reserved_system_cpus)
     return _merged(config, overrides)
+
 
 class FilterModule:
     def filters(self):

@@ -12,11 +12,13 @@ try:
 except ImportError:  # reported when a filter is used, not when Ansible loads plugins
     netaddr = None
 
+
 def _require_netaddr():
     if netaddr is None:
         raise AnsibleFilterError(
             "tokenfactory.spark network filters need the netaddr Python library (requirements.txt)"
         )
+
 
 def checked_cidr(value, field="CIDR"):
     """Normalised network CIDR; errors name the variable and show the offending value."""
@@ -31,15 +33,18 @@ def checked_cidr(value, field="CIDR"):
         raise AnsibleFilterError(f"{field}={value!r} has host bits set; did you mean {network.cidr}?")
     return str(network.cidr)
 
+
 def valid_ip(value):
     _require_netaddr()
     return netaddr.valid_ipv4(str(value)) or netaddr.valid_ipv6(str(value))
+
 
 def cidrs_overlap(first, second):
     _require_netaddr()
     return netaddr.IPNetwork(str(first)) in netaddr.IPNetwork(str(second)) or netaddr.IPNetwork(
         str(second)
     ) in netaddr.IPNetwork(str(first))
+
 
 def link_address(cidr, index, field="link CIDR"):
     _require_netaddr()
@@ -51,6 +56,7 @@ def link_address(cidr, index, field="link CIDR"):
     if position < 0 or first + position > last:
         raise AnsibleFilterError(f"{field}={cidr} has no usable address for node index {position}")
     return f"{netaddr.IPAddress(first + position, network.version)}/{network.prefixlen}"
+
 
 def connectx_port_netdev(ports, physical_port=0, field="connectx_physical_port"):
     """The netdev of ConnectX-7 physical port N (PCI function N) in the lowest PCI domain.
@@ -68,6 +74,7 @@ def connectx_port_netdev(ports, physical_port=0, field="connectx_physical_port")
             f"{field}={physical_port}: no ConnectX-7 interface on that port; CX-7 ports seen: {seen}"
         )
     return candidates[0]["netdev"]
+
 
 def cni_bridge_nodes(nodes, pod_cidr):
     """Node objects -> [{name, pod_cidr, node_ip}], sorted by name; every podCIDR must lie in `pod_cidr`."""
@@ -89,6 +96,7 @@ def cni_bridge_nodes(nodes, pod_cidr):
             raise AnsibleFilterError(f"node {name} has podCIDR {subnet}, outside the pod network {network}")
         planned.append({"name": name, "pod_cidr": subnet, "node_ip": internal[0]})
     return sorted(planned, key=lambda n: n["name"])
+
 
 class FilterModule:
     def filters(self):

@@ -178,7 +178,7 @@ options:
     description:
       - Fail the task when any measured request failed for a reason other than HTTP 429 - connection refused or
         reset, HTTP 4xx/5xx, an error event inside the stream, a time-out (O(request_timeout)), a request cut off
-        or never sent because the run hit O(max_duration), a stream without content or without C(data: [DONE]).
+        or never sent because the run hit O(max_duration), a stream without content or without its C([DONE]) event.
       - The message names how many failed, by kind, and the first error (kind, HTTP status, message); the result
         is returned either way.
       - HTTP 429 (the gateway's rate limits at work) is not a request error; it counts against
