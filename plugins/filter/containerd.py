@@ -5,36 +5,6 @@
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: containerd_config_version
-short_description: containerd config schema version (2 for containerd 1.6/1.7, 3 for 2.x)
-version_added: 0.1.0
-description:
-  - Reads the version from C(containerd --version) output (or a bare version string) and returns the
-    config schema that version expects.
-  - Fails for containerd older than 1.6 and for unknown major versions.
-  - The collection also provides C(containerd_images_missing) (the wanted images that C(ctr images ls) does not
-    list with the wanted digest; used by the role's C(images) entry point).
-options:
-  _input:
-    description: Output of C(containerd --version) or a version such as C(2.1.4).
-    type: str
-    required: true
-"""
-
-EXAMPLES = r"""
-- name: Schema of Debian 12's containerd
-  ansible.builtin.debug:
-    msg: "{{ 'containerd github.com/containerd/containerd 1.6.20~ds1' | tokenfactory.spark.containerd_config_version }}"
-"""
-
-RETURN = r"""
-_value:
-  description: Config schema version.
-  type: int
-  sample: 3
-"""
-
 import re
 
 from ansible.errors import AnsibleFilterError

@@ -5,32 +5,6 @@
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: compute_capability_to_sm
-short_description: Turn a CUDA compute capability into its SM architecture name
-version_added: 0.1.0
-description:
-  - Converts a compute capability such as C(12.1) (GB10, DGX Spark) or C(9.0) (H100) into C(sm_121) or C(sm_90).
-options:
-  _input:
-    description: Compute capability as C(MAJOR.MINOR) string, or a C([major, minor]) list.
-    type: raw
-    required: true
-"""
-
-EXAMPLES = r"""
-- name: GB10 is sm_121
-  ansible.builtin.debug:
-    msg: "{{ '12.1' | tokenfactory.spark.compute_capability_to_sm }}"
-"""
-
-RETURN = r"""
-_value:
-  description: The SM architecture name.
-  type: str
-  sample: sm_121
-"""
-
 from ansible.errors import AnsibleFilterError
 
 

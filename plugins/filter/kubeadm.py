@@ -5,52 +5,6 @@
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: kubeadm_join_argv
-short_description: Build a kubeadm join argv from the first control-plane node's print-join-command output
-version_added: 0.1.0
-description:
-  - Parses the output of C(kubeadm token create --print-join-command) and returns the argv list for
-    C(ansible.builtin.command), adding C(--control-plane --certificate-key), C(--node-name) and
-    C(--apiserver-advertise-address) when given. The token never appears in errors.
-  - The collection also provides C(kubeadm_init_argv) (argv for C(kubeadm init --config)),
-    C(kubeadm_join_discovery) (the same output as a JoinConfiguration C(discovery.bootstrapToken) mapping),
-    C(kubeadm_pod_subnet) (podSubnet from the kubeadm-config ConfigMap) and C(kubeconfig_with_server) (a parsed
-    kubeconfig whose clusters point at another API server URL).
-options:
-  _input:
-    description: Output of C(kubeadm token create --print-join-command).
-    type: str
-    required: true
-  node_name:
-    description: Node name for the joining node.
-    type: str
-  control_plane:
-    description: Join as an additional control-plane node.
-    type: bool
-    default: false
-  certificate_key:
-    description: Key from C(kubeadm init phase upload-certs --upload-certs); required with O(control_plane).
-    type: str
-  advertise_address:
-    description: API server advertise address of a joining control-plane node.
-    type: str
-"""
-
-EXAMPLES = r"""
-- name: Join this worker
-  ansible.builtin.command:
-    argv: "{{ join_output.stdout | tokenfactory.spark.kubeadm_join_argv(node_name=inventory_hostname) }}"
-    creates: /etc/kubernetes/kubelet.conf
-"""
-
-RETURN = r"""
-_value:
-  description: argv list.
-  type: list
-  elements: str
-"""
-
 import re
 
 import yaml

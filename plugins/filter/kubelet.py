@@ -5,41 +5,6 @@
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: kubelet_reserved_cpus
-short_description: Pick the CPUs the kubelet keeps for system daemons (reservedSystemCPUs)
-version_added: 0.1.0
-description:
-  - Takes C(<cpu id> <cpu_capacity>) lines (one per online CPU; Arm's C(/sys/devices/system/cpu/cpuN/cpu_capacity),
-    where efficiency cores report less) and returns a cpuset string of the O(count) CPUs with the lowest capacity,
-    lowest ids first on ties (so CPUs of equal capacity, e.g. x86-64, give the first ones).
-  - On DGX Spark's GB10 this picks Cortex-A725 efficiency cores, leaving the Cortex-X925 cores to the engine.
-  - Fails when the count would leave no CPU for pods.
-  - The collection also provides C(kubelet_configuration) (a KubeletConfiguration from a profile, the cgroup driver,
-    C(failCgroupV1), the reserved CPUs and overrides merged last).
-options:
-  _input:
-    description: Lines C(<id> <capacity>), as a string or a list.
-    type: raw
-    required: true
-  count:
-    description: How many CPUs to reserve.
-    type: int
-    required: true
-"""
-
-EXAMPLES = r"""
-- name: Two efficiency cores of a big.LITTLE machine
-  ansible.builtin.debug:
-    msg: "{{ ['0 1024', '1 1024', '2 512', '3 512'] | tokenfactory.spark.kubelet_reserved_cpus(2) }}"  # "2-3"
-"""
-
-RETURN = r"""
-_value:
-  description: cpuset, e.g. C(0-1) or C(2,7).
-  type: str
-"""
-
 from ansible.errors import AnsibleFilterError
 
 

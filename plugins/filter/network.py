@@ -5,46 +5,6 @@
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: link_address
-short_description: Address of the Nth node on a point-to-point link CIDR
-version_added: 0.1.0
-description:
-  - Returns C(ADDRESS/PREFIX) for node O(index) of the link O(_input).
-  - A C(/31) (RFC 3021) uses both addresses; any other prefix skips the network address
-    (and the broadcast address for IPv4 prefixes shorter than C(/31)).
-  - The collection also provides C(checked_cidr) (normalise and validate a CIDR, naming the variable in errors),
-    C(cidrs_overlap), C(valid_ip), C(connectx_port_netdev) (pick the CX-7 interface of one physical port) and
-    C(cni_bridge_nodes) (each Kubernetes Node's name, podCIDR and InternalIP, checked against the pod network,
-    for the cni role's C(bridge) routes).
-options:
-  _input:
-    description: Link CIDR, for example C(192.168.100.0/30) or C(169.254.100.0/31).
-    type: str
-    required: true
-  index:
-    description: Zero-based position of the node on the link.
-    type: int
-    required: true
-  field:
-    description: Variable name used in error messages.
-    type: str
-    default: link CIDR
-"""
-
-EXAMPLES = r"""
-- name: Address of the second Spark on the CX-7 link
-  ansible.builtin.debug:
-    msg: "{{ '192.168.100.0/30' | tokenfactory.spark.link_address(1) }}"  # 192.168.100.2/30
-"""
-
-RETURN = r"""
-_value:
-  description: Address with prefix length.
-  type: str
-  sample: 192.168.100.1/30
-"""
-
 from ansible.errors import AnsibleFilterError
 
 try:

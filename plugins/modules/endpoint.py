@@ -41,8 +41,11 @@ options:
         type: str
         default: tokenfactory-gateway
       namespace:
-        description: Namespace of the gateway Service (defaults to O(namespace)).
+        description:
+          - Namespace of the gateway Service; the default is where the C(tokenfactory.spark.gateway) role deploys it
+            (its C(gateway_namespace) default).
         type: str
+        default: tokenfactory-system
       port:
         description: Port of the gateway Service.
         type: int
@@ -189,8 +192,7 @@ def main():
             raise ValidationError(
                 "hostname", f"{params['hostname']!r} must be a fully qualified DNS name like llm.example.com"
             )
-        gateway = {**params["gateway"], "namespace": params["gateway"]["namespace"] or namespace}
-        spec = kind_fields("Endpoint", {**params, "hostname": hostname, "gateway": gateway})
+        spec = kind_fields("Endpoint", {**params, "hostname": hostname})
         reference(tfm.client, COMPUTE_CLUSTER, "compute_cluster", params["compute_cluster"], namespace)
         secret_name, secret_data = tls_spec(tfm, name)
         if secret_name:

@@ -169,9 +169,25 @@ options:
         type: float
         default: 0
   fail_on_slo_breach:
-    description: Fail the task when any objective is missed (the result is returned either way).
+    description:
+      - Fail the task when any objective is missed (the result is returned either way).
+      - Request errors fail the task regardless, see O(fail_on_request_errors).
     type: bool
     default: false
+  fail_on_request_errors:
+    description:
+      - Fail the task when any measured request failed for a reason other than HTTP 429 - connection refused or
+        reset, HTTP 4xx/5xx, an error event inside the stream, a time-out (O(request_timeout)), a request cut off
+        or never sent because the run hit O(max_duration), a stream without content or without its C([DONE]) event.
+      - The message names how many failed, by kind, and the first error (kind, HTTP status, message); the result
+        is returned either way.
+      - HTTP 429 (the gateway's rate limits at work) is not a request error; it counts against
+        O(slo.max_error_rate) like every failure and fails the task only with O(fail_on_slo_breach=true).
+      - Set V(false) to judge failures by O(slo.max_error_rate) alone, for example to tolerate a few errors
+        under overload.
+      - Warmup requests (O(warmup_requests)) are not checked.
+    type: bool
+    default: true
   return_requests:
     description: Also return per-request timelines (start, TTFT, E2E, chunk arrival offsets, tokens, errors).
     type: bool
@@ -259,7 +275,9 @@ passed:
   type: bool
   sample: true
 msg:
-  description: One-line summary.
+  description:
+    - One-line summary; when O(fail_on_request_errors) fails the task, followed by the failed requests by kind
+      and the first error.
   returned: always
   type: str
   sample: "tiny-qwen2: 32/32 ok, TTFT p95 80.1 ms, ITL p95 9.2 ms, 812 output tok/s, SLO passed"
@@ -290,8 +308,10 @@ validation:
       description: True when some stream carried no usage and token counts were estimated.
       type: bool
     errors:
-      description: Failed requests by kind (C(rate_limited), C(stream_error), C(timeout), C(connect_error), ...)
-        and up to 10 samples.
+      description:
+        - Failed requests by kind (C(by_kind) - C(rate_limited), C(stream_error), C(timeout), C(connect_error),
+          C(http_503), ...), C(rate_limited), C(request_errors) (every failure but HTTP 429), C(first_error)
+          (the first of those - index, kind, status, message - or null) and up to 10 C(samples).
       type: dict
     slo:
       description: Objectives (C(config)), one entry per check (C(checks)) and C(passed).
@@ -364,6 +384,7 @@ ARGUMENT_SPEC = {
     "scrape_interval": {"type": "float", "default": 1.0},
     "slo": {"type": "dict", "default": {}, "options": SLO_SPEC},
     "fail_on_slo_breach": {"type": "bool", "default": False},
+    "fail_on_request_errors": {"type": "bool", "default": True},
     "return_requests": {"type": "bool", "default": False},
     "validate_certs": {"type": "bool", "default": True},
     "ca_path": {"type": "path"},
@@ -413,6 +434,18 @@ def summary_line(result):
     return ", ".join(parts)
 
 
+def request_errors_line(result):
+    """'2 of 8 requests failed (connect_error: 2), first: connect_error: ConnectionRefusedError: ...'."""
+    errors = result["errors"]
+    kinds = ", ".join(f"{kind}: {count}" for kind, count in sorted(errors["by_kind"].items()) if kind != "rate_limited")
+    first = errors["first_error"]
+    status = f" (HTTP {first['status']})" if first.get("status") not in (None, 0, 200) else ""
+    return (
+        f"{errors['request_errors']} of {result['num_prompts']} requests failed ({kinds}), "
+        f"first: {first['kind']}{status}: {first['message']}"
+    )
+
+
 def main():
     module = AnsibleModule(
         argument_spec=ARGUMENT_SPEC,
@@ -439,6 +472,8 @@ def main():
         )
     msg = summary_line(result)
     passed = result["slo"]["passed"]
+    if module.params["fail_on_request_errors"] and result["errors"]["request_errors"]:
+        module.fail_json(msg=f"{msg}; {request_errors_line(result)}", passed=passed, validation=result)
     if module.params["fail_on_slo_breach"] and not passed:
         module.fail_json(msg=msg, passed=False, validation=result)
     module.exit_json(changed=False, passed=passed, msg=msg, validation=result)

@@ -49,6 +49,7 @@ class UpstreamConfig:
     abort_after_chunks: int | None = None  # drop the connection after N chunks (no [DONE])
     end_after_chunks: int | None = None  # end the HTTP body cleanly after N chunks, without usage or [DONE]
     die_after_requests: int | None = None  # serve N generation requests, then stop listening and drop all
+    fail_status: int | None = None  # answer every generation request with this HTTP status (e.g. 503)
     journal: str | None = None  # append-only file of what was counted: survives a kill -9 of this process
     metric_names: str = "vllm"  # name the /metrics series as vllm, nim (served at /v1/metrics too) or dynamo
 
@@ -317,6 +318,11 @@ class SyntheticUpstream:
         if limit is not None and self.generation_requests > limit:
             await self._die()
             return False
+        if self.config.fail_status is not None:
+            status = self.config.fail_status
+            body = error_body(f"synthetic upstream answers HTTP {status}", "ServiceUnavailableError", status)
+            await http11.send_json(writer, status, body, request.keep_alive)
+            return request.keep_alive
         try:
             gen = Generation(self.config, request.path, request.json())
         except http11.BadRequest as exc:

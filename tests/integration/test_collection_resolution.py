@@ -88,7 +88,9 @@ def test_built_tarball_installs_and_imports(tmp_path):
     dest = tmp_path / "collections"
     run(["ansible-galaxy", "collection", "install", "--offline", "-p", str(dest), str(tarball)], tmp_path)
     installed = dest / "ansible_collections/tokenfactory/spark"
-    assert (installed / "MANIFEST.json").is_file()
+    manifest = json.loads((installed / "MANIFEST.json").read_text())["collection_info"]
+    assert manifest["license"] == ["Apache-2.0"]
+    assert (installed / "LICENSE").read_text() == (ROOT / "LICENSE").read_text()
     for junk in (".venv", ".collections", ".git", "build"):
         assert not (installed / junk).exists(), f"{junk} leaked into the tarball"
     env = {"ANSIBLE_COLLECTIONS_PATH": str(dest)}

@@ -35,6 +35,27 @@ def test_python_requirements_are_exact_pins():
             assert PIN.match(line), f"{rel}: {line!r} is not pinned with =="
 
 
+def test_license_file_is_the_apache_license_galaxy_declares():
+    """Every file header cites LICENSE; galaxy.yml names its SPDX id (license, not license_file as well)."""
+    galaxy = load("galaxy.yml")
+    assert galaxy["license"] == ["Apache-2.0"] and "license_file" not in galaxy
+    text = (ROOT / "LICENSE").read_text()
+    assert text.split()[:4] == ["Apache", "License", "Version", "2.0,"], text[:200]
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+    assert "END OF TERMS AND CONDITIONS" in text and "APPENDIX: How to apply the Apache License" in text
+    assert len(re.findall(r"^\s+\d\. [A-Z]", text, re.M)) == 9, "the nine sections of the license"
+
+
+def test_no_python_requirement_is_unused():
+    """Each pin in requirements.txt is imported by a plugin (the controller / EE needs nothing else)."""
+    dists = importlib.metadata.packages_distributions()
+    imported = set()
+    for module in third_party_imports():
+        imported |= {d.lower().replace("_", "-") for d in dists.get(module, [module])}
+    pinned = {re.split(r"[=\[]", line)[0].lower().replace("_", "-") for line in requirement_lines("requirements.txt")}
+    assert pinned <= imported, f"requirements.txt pins unused packages: {sorted(pinned - imported)}"
+
+
 def installed_collections():
     out = subprocess.run(
         [pathlib.Path(sys.executable).parent / "ansible-galaxy", "collection", "list", "--format", "json"],

@@ -9,26 +9,29 @@ from xml.etree import ElementTree
 
 import pytest
 import yaml
+from lab.processes import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SECRET = "sk-tf-never-print-me-7731"
 
 
-def playbook(tmp_path, upstream, check=False, fail_on_breach=False, itl_ms=250):
+def playbook(tmp_path, upstream, check=False, fail_on_breach=False, itl_ms=250, **options):
+    base_url = upstream if isinstance(upstream, str) else upstream.base_url
     task = {
         "name": "Validate synthetic deployment",
         "tokenfactory.spark.validate_deployment": {
-            "base_url": upstream.base_url + "/v1",
+            "base_url": base_url + "/v1",
             "model": "tiny-qwen2",
             "deployment": "tiny",
             "api_key": SECRET,
-            "metrics_url": upstream.base_url + "/metrics",
+            "metrics_url": base_url + "/metrics",
             "num_requests": 8,
             "concurrency": 2,
             "output_tokens": 8,
             "slo": {"itl_ms": itl_ms},
             "fail_on_slo_breach": fail_on_breach,
+            **options,
         },
         "register": "out",
     }
@@ -49,6 +52,7 @@ def playbook(tmp_path, upstream, check=False, fail_on_breach=False, itl_ms=250):
         "ANSIBLE_CALLBACKS_ENABLED": "tokenfactory.spark.validation_report",
         "TOKENFACTORY_VALIDATION_REPORT_DIR": str(tmp_path / "reports"),
         "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
     }
     command = [
         str(pathlib.Path(sys.executable).parent / "ansible-playbook"),
@@ -107,3 +111,49 @@ def test_slo_breach_fails_the_task_and_is_reported(tmp_path, synthetic_upstream)
     assert doc["passed"] is False
     failed = ElementTree.fromstring(reports(tmp_path)[".xml"]).find(".//failure")  # noqa: S314
     assert failed is not None and "ITL p95 < 5 ms" in failed.get("message")
+
+
+def failed_task_result(run):
+    """The JSON result -v prints for the failed validate task (returned with the failure)."""
+    text = run.stdout.split("fatal: [localhost]: FAILED! => ", 1)[1]
+    return json.JSONDecoder().raw_decode(text.lstrip())[0]
+
+
+@pytest.mark.parametrize(
+    ("case", "first_error"),
+    [
+        ("closed-port", "first: connect_error: ConnectionRefusedError"),
+        ("http-503", "first: http_503 (HTTP 503): synthetic upstream answers HTTP 503"),
+        ("timeout", "first: timeout: request timed out"),
+    ],
+)
+def test_failed_requests_fail_the_task_naming_the_first_error(tmp_path, synthetic_upstream, case, first_error):
+    """Loud failures: a dead, failing or hanging endpoint fails the task although fail_on_slo_breach is false."""
+    options = {"num_requests": 4, "warmup_requests": 1, "request_timeout": 5}
+    if case == "closed-port":
+        target = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    elif case == "http-503":
+        target = synthetic_upstream(fail_status=503, output_tokens=8)
+    else:
+        target = synthetic_upstream(ttft_ms=3000, output_tokens=8)
+        options["request_timeout"] = 0.5
+    run = playbook(tmp_path, target, **options)
+    assert run.returncode == 2, run.stdout[-3000:]
+    result = failed_task_result(run)
+    kind = first_error.split(": ")[1].split(" ")[0]
+    assert f"4 of 4 requests failed ({kind}: 4), {first_error}" in result["msg"], result["msg"]
+    assert result["validation"]["errors"]["request_errors"] == 4 and result["passed"] is False
+    assert SECRET not in run.stdout + run.stderr
+    doc = json.loads(reports(tmp_path)[".json"])  # the report still gets the failed run
+    assert doc["passed"] is False and doc["validations"][0]["validation"]["failed"] == 4
+
+
+def test_request_errors_can_be_left_to_the_error_rate_slo(tmp_path):
+    """fail_on_request_errors=false: the task passes and reports the miss; fail_on_slo_breach decides."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    run = playbook(tmp_path, dead, num_requests=2, warmup_requests=0, fail_on_request_errors=False)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "tiny: 0/2 ok" in run.stdout and "SLO missed: ttft_p95, itl_p95, error_rate" in run.stdout
+    strict = playbook(tmp_path, dead, fail_on_breach=True, num_requests=2, warmup_requests=0)
+    assert strict.returncode == 2
+    assert "2 of 2 requests failed (connect_error: 2)" in failed_task_result(strict)["msg"]

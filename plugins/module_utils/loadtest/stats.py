@@ -186,22 +186,32 @@ def evaluate_slo(result, slo):
 
 
 def error_summary(records):
-    by_kind, samples = {}, []
+    """Failed requests by kind, up to 10 samples, and the request errors: every failure but HTTP 429 (the
+    gateway's limits at work), with the first of them (lowest request index, i.e. sent first)."""
+    by_kind, samples, first_error = {}, [], None
     for record in records:
         if record.ok:
             continue
         by_kind[record.error_kind] = by_kind.get(record.error_kind, 0) + 1
+        sample = {
+            "index": record.index,
+            "kind": record.error_kind,
+            "status": record.status,
+            "message": record.error,
+            "retry_after": record.retry_after,
+        }
         if len(samples) < 10:
-            samples.append(
-                {
-                    "index": record.index,
-                    "kind": record.error_kind,
-                    "status": record.status,
-                    "message": record.error,
-                    "retry_after": record.retry_after,
-                }
-            )
-    return {"by_kind": by_kind, "rate_limited": by_kind.get("rate_limited", 0), "samples": samples}
+            samples.append(sample)
+        if first_error is None and record.error_kind != "rate_limited":
+            first_error = sample
+    rate_limited = by_kind.get("rate_limited", 0)
+    return {
+        "by_kind": by_kind,
+        "rate_limited": rate_limited,
+        "request_errors": sum(by_kind.values()) - rate_limited,
+        "first_error": first_error,
+        "samples": samples,
+    }
 
 
 def peak_rates(records):

@@ -29,6 +29,13 @@ KINDS = {
     "ModelDeployment": {"plural": "modeldeployments", "shortNames": ["md"]},
 }
 
+# ---- where the gateway runs -------------------------------------------------------------------------
+# The gateway role deploys it here by default (roles/gateway/defaults: a unit test keeps them equal); an Endpoint
+# names this Service unless told otherwise.
+GATEWAY_NAMESPACE = "tokenfactory-system"
+GATEWAY_SERVICE_NAME = "tokenfactory-gateway"
+GATEWAY_PORT = 8080
+
 # ---- phases (status.phase) --------------------------------------------------------------------------
 # What the modules write: a ModelDeployment is Pending (queued, unschedulable or scaled to zero),
 # Progressing (rolling out), Ready (every replica updated and available) or Failed (the rollout cannot finish).
@@ -163,10 +170,15 @@ FIELDS = {
                     "type": "string",
                     "format": "dnsLabel",
                     "required": True,
-                    "default": "tokenfactory-gateway",
+                    "default": GATEWAY_SERVICE_NAME,
                 },
-                "namespace": {"field": "namespace", "type": "string", "format": "dnsLabel"},
-                "port": {"field": "port", "type": "integer", "default": 8080, **PORT},
+                "namespace": {
+                    "field": "namespace",
+                    "type": "string",
+                    "format": "dnsLabel",
+                    "default": GATEWAY_NAMESPACE,
+                },
+                "port": {"field": "port", "type": "integer", "default": GATEWAY_PORT, **PORT},
             },
         },
         "tls": {

@@ -101,6 +101,27 @@ def test_all_failed_has_no_latency_and_fails():
     assert all(not c["passed"] for c in result["slo"]["checks"])
 
 
+def test_request_errors_are_every_failure_but_429_and_the_first_is_named():
+    records = [
+        record(0, 0.0, [], 0, ok=False, kind="rate_limited", status=429),
+        record(1, 0.1, [0.2], 1),
+        record(2, 0.2, [], 0, ok=False, kind="http_503", status=503),
+        record(3, 0.3, [], 0, ok=False, kind="timeout", status=None),
+    ]
+    records[2].error = "HTTP 503 from upstream"
+    errors = stats.summarize(records, 1.0)["errors"]
+    assert errors["request_errors"] == 2 and errors["rate_limited"] == 1
+    assert errors["first_error"] == {
+        "index": 2,
+        "kind": "http_503",
+        "status": 503,
+        "message": "HTTP 503 from upstream",
+        "retry_after": None,
+    }
+    only_limited = stats.summarize(records[:2], 1.0)["errors"]
+    assert only_limited["request_errors"] == 0 and only_limited["first_error"] is None
+
+
 def test_percentile_key_spelling():
     assert stats.percentile_key(99) == "p99" and stats.percentile_key(99.9) == "p99.9"
     assert stats.percentile_key(95.0) == "p95"
