@@ -2,6 +2,7 @@
 .PHONY: test-modules
 TEST_TIERS += test-modules
 
-## Modules, bad inputs, capacity, paired-Spark placement and serve.yml against kube-apiserver + kwok nodes.
+## Modules, bad inputs, capacity, paired-Spark placement, serve.yml and the playbooks/roles tests that need an API server
+## (tests/playbooks, marker lab) against kube-apiserver + kwok nodes.
 test-modules: bootstrap lab-bins
-	$(PYTEST) -m lab -p no:cacheprovider tests/modules
+	$(PYTEST) -m lab -p no:cacheprovider tests/modules tests/playbooks

@@ -123,3 +123,33 @@ def test_bad_exposure_settings_fail_before_anything_is_applied(tf_lab, tmp_path)
     assert proc.returncode != 0
     assert "gateway_admin_node_port 0 or in the NodePort range 30000-32767 (got 8081)" in " ".join(proc.stdout.split())
     assert tf_lab.kube.get(SERVICE, "tokenfactory-gateway-public", f"{namespace}-gw") is None
+
+
+def test_admin_access_reads_the_token_and_the_admin_node_port_url(tf_lab, tmp_path):
+    kube = tf_lab.kube
+    gateway_ns = f"{tf_lab.namespace()}-gw"
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": gateway_ns}})
+    facts = tmp_path / "facts.json"
+    role_vars = {"gateway_namespace": gateway_ns, "gateway_kubeconfig": str(tf_lab.kubeconfig),
+                 "gateway_admin_node_port": 30081}  # fmt: skip
+    tasks = [
+        {"ansible.builtin.include_role": {"name": "tokenfactory.spark.gateway", "tasks_from": "admin_access"},
+         "vars": role_vars},
+        {"ansible.builtin.copy": {"dest": str(facts), "mode": "0600",
+         "content": "{{ {'token': gateway_admin_token, 'url': gateway_admin_node_url} | to_json }}"}},
+    ]  # fmt: skip
+    book = tmp_path / "admin_access.yml"
+    book.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+
+    missing = run_playbook(book, "-i", "localhost,", "-c", "local", check=False)
+    assert missing.returncode != 0
+    assert f"Secret {gateway_ns}/tokenfactory-gateway-secrets not found: deploy the gateway first" in missing.stdout
+
+    token = "adm-" + uuid.uuid4().hex
+    secret = {"name": "tokenfactory-gateway-secrets", "namespace": gateway_ns}
+    data = {"admin-token": base64.b64encode(token.encode()).decode()}
+    kube.apply({"apiVersion": "v1", "kind": "Secret", "metadata": secret, "data": data})
+    found = run_playbook(book, "-i", "localhost,", "-c", "local", "-v")
+    assert token not in found.stdout
+    node_ip = next(a["address"] for a in kube.list(NODE)[0]["status"]["addresses"] if a["type"] == "InternalIP")
+    assert json.loads(facts.read_text()) == {"token": token, "url": f"http://{node_ip}:30081"}

@@ -1,13 +1,19 @@
 """gpu_operator role: rendered Helm values and preflight errors (no chart registry or GPU here: helm install
 itself is not exercised; GPU readiness is checked against Node objects, see test_gpu_node_gaps.py)."""
 
+import json
 import pathlib
+import re
+import uuid
 
 import pytest
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ResourceType
 
+from tests.modules.lab_helpers import client
 from tests.playbooks.ansible_run import ROOT, run_playbook, render_role
 
 ROLE = "tokenfactory.spark.gpu_operator"
+CONFIG_MAP = ResourceType("v1", "ConfigMap", "configmaps")
 
 
 def values(tmp_path, **role_vars):
@@ -75,3 +81,45 @@ def test_preflight_requires_helm_only_when_installing(tmp_path):
     install = preflight(tmp_path, extra_env=no_helm)
     assert install.returncode != 0
     assert "needs the helm binary" in install.stdout
+
+
+def dcgm_collectors():
+    """Field names of files/dcgm-metrics.csv (comments and blank lines skipped)."""
+    lines = (ROOT / "roles/gpu_operator/files/dcgm-metrics.csv").read_text().splitlines()
+    fields = [line.split(",")[0].strip() for line in lines if line.strip() and not line.startswith("#")]
+    assert len(fields) == len(set(fields)), "a field is listed twice"
+    return set(fields)
+
+
+def test_dcgm_exporter_reads_the_role_collector_list(tmp_path):
+    exporter = values(tmp_path)["dcgmExporter"]
+    assert exporter["config"] == {"name": "tokenfactory-dcgm-metrics"}
+    assert {"name": "DCGM_EXPORTER_COLLECTORS", "value": "/etc/dcgm-exporter/dcgm-metrics.csv"} in exporter["env"]
+    disabled = values(tmp_path, gpu_operator_dcgm_exporter_enabled=False)["dcgmExporter"]
+    assert "config" not in disabled and "env" not in disabled
+
+
+def test_every_dcgm_field_the_rules_dashboards_and_simulation_use_is_collected():
+    used = set()
+    for path in [
+        *(ROOT / "roles/observability").rglob("*.j2"),
+        *(ROOT / "roles/observability").rglob("*.yml"),
+        *(ROOT / "lab/fixtures/dcgm").glob("*.prom"),
+    ]:
+        used |= set(re.findall(r"\bDCGM_FI_[A-Z0-9_]+", path.read_text()))
+    assert {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_XID_ERRORS"} <= used
+    assert used - dcgm_collectors() == set()
+
+
+@pytest.mark.lab
+def test_dcgm_metrics_configmap_is_applied_once(tmp_path, lab_cluster):
+    namespace = f"gpu-operator-{uuid.uuid4().hex[:6]}"
+    playbook = tmp_path / "dcgm.yml"
+    role_vars = {"gpu_operator_kubeconfig": str(lab_cluster.kubeconfig), "gpu_operator_namespace": namespace}
+    task = {"ansible.builtin.include_role": {"name": ROLE, "tasks_from": "dcgm_metrics"}, "vars": role_vars}
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
+    runs = [run_playbook(playbook, "-i", "localhost,", "-c", "local").stdout for _ in range(2)]
+    assert [int(re.search(r"changed=(\d+)", out.split("PLAY RECAP")[-1])[1]) for out in runs] == [2, 0]
+    config_map = client(lab_cluster.kubeconfig).get(CONFIG_MAP, "tokenfactory-dcgm-metrics", namespace)
+    applied = config_map["data"]["dcgm-metrics.csv"]
+    assert applied == (ROOT / "roles/gpu_operator/files/dcgm-metrics.csv").read_text().rstrip("\n")
