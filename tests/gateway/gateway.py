@@ -31,7 +31,7 @@ def known_settings(source: pathlib.Path) -> frozenset[str] | None:
     """The settings another build of the gateway accepts (None: this checkout's, which must accept them all)."""
     if source.resolve() == GATEWAY_DIR.resolve():
         return None
-    code = "import dataclasses, tokenfactory_gateway.config as c; print(*(f.name for f in dataclasses.fields(c.Config)))"
+    code = "import dataclasses as d, tokenfactory_gateway.config as c; print(*(f.name for f in d.fields(c.Config)))"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(source)},
                          check=True, capture_output=True, text=True)  # fmt: skip
     return frozenset(out.stdout.split())

@@ -92,8 +92,8 @@ def stack(upstream, own_postgres=False, own_redis=False, postgres_server=None, r
     """One replica with a tenant `acme` (keys k1 used, k2 not yet) on datastores a test may stop."""
     postgres = PostgresServer().start() if own_postgres else postgres_server
     redis = RedisServer().start() if own_redis else redis_server
-    gw = Gateway(postgres, redis, deployment_objects("tiny", MODEL, upstream.base_url), database_timeout=DATABASE_TIMEOUT,
-                 redis_timeout=REDIS_TIMEOUT)
+    objects = deployment_objects("tiny", MODEL, upstream.base_url)
+    gw = Gateway(postgres, redis, objects, database_timeout=DATABASE_TIMEOUT, redis_timeout=REDIS_TIMEOUT)
     try:
         gw.add_replica()
         cached, new = gw.create_key("acme", "k1", models=[MODEL]), gw.create_key("acme", "k2")
