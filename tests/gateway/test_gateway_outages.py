@@ -4,8 +4,6 @@ stopped. Each answer is a success or an OpenAI-shaped error with a status a clie
 
 import contextlib
 import json
-import os
-import signal
 import time
 import urllib.error
 import urllib.request
@@ -139,7 +137,7 @@ def test_every_route_answers_openai_shaped_while_redis_is_down(postgres_server, 
         if fault == "stopped":
             redis.halt()
         else:
-            os.kill(redis.proc.pid, signal.SIGSTOP)  # a hung Redis: connections stay open, nothing answers
+            redis.freeze()  # a hung Redis: connections stay open, nothing answers
         try:
             # A replica trusts its key cache until 3 s after its last acknowledged heartbeat (invalidation.py:
             # no admin change can succeed meanwhile); then it must fail closed.
@@ -149,7 +147,7 @@ def test_every_route_answers_openai_shaped_while_redis_is_down(postgres_server, 
             out = answers(gw, cached, new)
         finally:
             if fault == "frozen":
-                os.kill(redis.proc.pid, signal.SIGCONT)
+                redis.thaw()
         assert not wrong(out), wrong(out)
         # Public routes fail closed (no way to learn of revocations); the admin API reads and writes PostgreSQL,
         # and a change that takes rights away says it could not be announced.
