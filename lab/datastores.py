@@ -135,9 +135,17 @@ class RedisServer:
         )
         return out.stdout.strip()
 
+    def freeze(self):
+        """SIGSTOP the server: connections stay open, nothing answers (a hung Redis)."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self):
+        self.proc.send_signal(signal.SIGCONT)
+
     def halt(self):
         """Stop the server (start() brings it back, empty: it keeps no data)."""
         if self.proc and self.proc.poll() is None:
+            self.thaw()  # a frozen server cannot shut down
             self.proc.terminate()
             self.proc.wait(15)
 

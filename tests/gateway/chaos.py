@@ -18,6 +18,9 @@ import aiohttp
 
 MODEL = "tiny-qwen2"
 OPENAI_ERROR_FIELDS = {"message", "type", "param", "code"}
+# Statuses a refusal may have (issue 15): the client's fault (4xx) or an upstream/dependency that failed (502, 503,
+# 504). A 500 (`internal_error`) is a gateway bug, never an acceptable answer to a fault.
+REFUSAL_STATUSES = frozenset(range(400, 500)) | {502, 503, 504}
 
 
 @dataclasses.dataclass
@@ -39,6 +42,12 @@ def openai_shaped(body) -> tuple[bool, str | None]:
     if not isinstance(error, dict) or set(error) != OPENAI_ERROR_FIELDS:
         return False, None
     return True, error.get("code")
+
+
+def acceptable_refusal(status: int, body) -> bool:
+    """An OpenAI-shaped error with a status from REFUSAL_STATUSES and not the gateway's internal_error."""
+    shaped, code = openai_shaped(body)
+    return shaped and status in REFUSAL_STATUSES and code != "internal_error"
 
 
 class Traffic:
@@ -136,7 +145,7 @@ class Revocations:
         status, body = await asyncio.to_thread(
             self.gw.admin, "DELETE", f"/tenants/probe/keys/{name}", None, None, replica
         )
-        shaped, code = openai_shaped(body) if status != 200 else (True, None)
+        shaped, code = (acceptable_refusal(status, body), openai_shaped(body)[1]) if status != 200 else (True, None)
         call = {"name": name, "replica": replica, "phase": phase, "started": started, "done": time.monotonic(),
                 "status": status, "code": code, "shaped": shaped}  # fmt: skip
         self.calls.append(call)
@@ -215,6 +224,12 @@ def audit(served: list[Served], ledger: dict[str, dict], engine: dict[str, list[
         "transport_errors_by_phase": dict(collections.Counter(s.ended_in for s in served if s.outcome == "transport")),
         "transport_error_kinds": dict(collections.Counter(s.detail.split(":")[0] for s in served if s.detail)),
         "refusals_not_openai_shaped": sum(not s.shaped for s in served if s.outcome in ("refused", "stream_error")),
+        # A 500 / internal_error (or any status outside REFUSAL_STATUSES) is a failure, however well shaped.
+        "refusals_with_disallowed_status": sum(
+            (s.outcome == "refused" and s.status not in REFUSAL_STATUSES) or s.code == "internal_error"
+            for s in served
+            if s.outcome in ("refused", "stream_error")
+        ),
         "completed_responses": len(complete),
         "completed_rows_lost": sum(s.request_id not in ledger for s in complete),
         "engine_requests": len(engine),

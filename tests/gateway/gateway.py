@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -25,6 +26,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVICE_DIR = pathlib.Path(os.environ.get("TF_GATEWAY_UNDER_TEST") or GATEWAY_DIR)
 
 
+@functools.cache
+def known_settings(source: pathlib.Path) -> frozenset[str] | None:
+    """The settings another build of the gateway accepts (None: this checkout's, which must accept them all)."""
+    if source.resolve() == GATEWAY_DIR.resolve():
+        return None
+    code = "import dataclasses as d, tokenfactory_gateway.config as c; print(*(f.name for f in d.fields(c.Config)))"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(source)},
+                         check=True, capture_output=True, text=True)  # fmt: skip
+    return frozenset(out.stdout.split())
+
+
 def deployment_objects(
     name, model, upstream, tenants=("*",), rate_limits=None, pricing=None, namespace="tf", engine=None
 ):
@@ -46,8 +58,8 @@ def deployment_objects(
 
 class Gateway:
     """A set of gateway replicas sharing one config, database and Redis prefix. `source`: the services/gateway
-    directory to run (default this checkout's, or TF_GATEWAY_UNDER_TEST); a build from before the internal
-    listener (one listener for everything) runs with `internal_listen=None`."""
+    directory to run (default this checkout's, or TF_GATEWAY_UNDER_TEST); another build runs without the settings
+    it does not have (one from before the internal listener serves everything on its public one)."""
 
     def __init__(self, postgres, redis, objects, source=None, **settings):
         self.source = pathlib.Path(source) if source else SERVICE_DIR
@@ -91,6 +103,9 @@ class Gateway:
         config = self.dir / f"replica{index}.yaml"
         listeners = {"listen": f"127.0.0.1:{free_port()}", "internal_listen": f"127.0.0.1:{free_port()}"}
         settings = {k: v for k, v in {**self.settings, **listeners, **overrides}.items() if v is not None}
+        known = known_settings(self.source)
+        if known is not None:  # an older build (A/B runs): without the settings it does not have
+            settings = {k: v for k, v in settings.items() if k in known}
         config.write_text(yaml.safe_dump(settings))
         replica = Replica(self, config, self.dir / f"replica{index}.log", list(wrapper)).start(timeout)
         self.replicas.append(replica)

@@ -140,6 +140,7 @@ def test_ledger_and_revocations_hold_under_every_fault(stack, request):
     assert figures["unmetered_prompt_tokens"] == 0, figures
     assert figures["ledger_tokens_above_engine"] == 0, figures
     assert figures["refusals_not_openai_shaped"] == 0, figures
+    assert figures["refusals_with_disallowed_status"] == 0, figures
     assert set(figures["transport_errors_by_phase"]) <= {"replica-killed"}, figures
     assert figures["revoked_keys_served_at_the_end"] == 0, figures
     for row in figures["revocations"]:

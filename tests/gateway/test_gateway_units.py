@@ -17,6 +17,7 @@ from tokenfactory_gateway.metrics import Metrics
 from tokenfactory_gateway.routing import Price, RoutingTable, deployments_from_objects
 from tokenfactory_gateway.sse import SseFilter
 
+from .chaos import Served, acceptable_refusal, audit
 from .gateway import deployment_objects
 
 
@@ -257,3 +258,18 @@ def test_vllm_running_usage_is_cut_out_of_the_bytes():
     assert relay(stream, "all")[0] == stream[: -len(DONE)]
     cut_short, sse = relay(b"".join(vllm_event(d) for d in (VLLM_ROLE, *tokens[:2])), "none")
     assert sse.usage == (19, 2) and not sse.done and b"usage" not in cut_short
+
+
+def test_fault_audit_fails_a_500_however_well_shaped():
+    shaped_500 = {"error": {"message": "Internal gateway error.", "type": "api_error", "param": None,
+                            "code": "internal_error"}}  # fmt: skip
+    shaped_503 = {"error": {**shaped_500["error"], "code": "database_unavailable"}}
+    assert not acceptable_refusal(500, shaped_500)
+    assert not acceptable_refusal(503, shaped_500)  # the gateway's internal_error under any status
+    assert not acceptable_refusal(503, {"detail": "x"})
+    assert acceptable_refusal(503, shaped_503) and acceptable_refusal(429, shaped_503)
+    served = [Served("p", False, "refused", "a", 500, "internal_error"), Served("p", False, "refused", "b", 503,
+              "database_unavailable"), Served("p", True, "stream_error", "c", 200, "internal_error")]  # fmt: skip
+    figures = audit(served, {}, {})
+    assert figures["refusals_with_disallowed_status"] == 2
+    assert figures["refusals_not_openai_shaped"] == 0
