@@ -39,7 +39,8 @@ class Workstation:
     def missing_packages(self, *names):
         # dpkg-query -W -f='${Status}' PACKAGE: "install ok installed" unless PACKAGE is listed as missing.
         cases = "|".join(names) or "__none__"
-        self.shim("dpkg-query", f'for p; do :; done\ncase "$p" in {cases}) exit 1 ;; esac\nprintf "install ok installed"')
+        body = f'for p; do :; done\ncase "$p" in {cases}) exit 1 ;; esac\nprintf "install ok installed"'
+        self.shim("dpkg-query", body)
 
     def uid(self, uid: int):
         self.shim("id", f"echo {uid}")
@@ -53,9 +54,7 @@ class Workstation:
             "TF_PODMAN_FIXES": fixes,
             **env,
         }
-        return subprocess.run(
-            [BOOTSTRAP, *args], capture_output=True, text=True, timeout=60, check=False, env=full_env
-        )
+        return subprocess.run([BOOTSTRAP, *args], capture_output=True, text=True, timeout=60, check=False, env=full_env)
 
     def recorded(self) -> list[str]:
         return self.calls.read_text().splitlines() if self.calls.exists() else []
