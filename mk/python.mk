@@ -9,5 +9,5 @@ PY312 ?= $(shell for p in python3.12 $(wildcard $(HOME)/.pyenv/versions/3.12*/bi
   "$$p" -c '' 2>/dev/null && { command -v "$$p"; break; }; done)
 
 test-py312:
-	@[ -n "$(PY312)" ] || { echo "test-py312: no python3.12 runs (PATH, ~/.pyenv/versions/3.12*): set PY312=" >&2; exit 1; }
+	@[ -n "$(PY312)" ] || { echo "test-py312: no runnable python3.12 (PATH, pyenv): set PY312=" >&2; exit 1; }
 	$(MAKE) --no-print-directory VENV=$(PY312_VENV) TF_PYTHON=$(PY312) unit sanity
