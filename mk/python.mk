@@ -1,6 +1,7 @@
 # The unit and sanity tiers again under Python 3.12 (DGX OS 7 / Ubuntu 24.04 ship it; `make unit` uses .venv's
-# Python, 3.11 on Debian 12), in their own venv. Measured cold (venv + pinned requirements + both tiers): see
-# docs/operations.md "Python versions".
+# Python, 3.11 on Debian 12), in their own venv. Measured 2026-12-05 on the shared 2-core machine: cold (new venv,
+# pinned requirements downloaded, ansible-test's sanity requirements, unit 212 s, sanity) 766 s at load 9-11;
+# warm 198 s at load 6-8 (unit 110 s, sanity ~85 s).
 .PHONY: test-py312
 TEST_TIERS += test-py312
 PY312_VENV ?= $(ROOT)/.venv-3.12
