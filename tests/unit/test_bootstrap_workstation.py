@@ -1,11 +1,14 @@
 """scripts/bootstrap on a workstation: merges podman settings, never touches services, asks before root.
 
 Runs the real script with /etc under a temporary root (TF_SYSCONF_ROOT) and PATH shims that record every call to
-systemctl, apt-get and sudo; dpkg-query and id shims decide which packages are missing and who runs it.
+systemctl, apt-get and sudo; dpkg-query and id shims decide which packages are missing and who runs it. The last
+test runs real podman on the drop-in bootstrap writes, in a private mount namespace (the machine's /etc is untouched).
 """
 
 import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 
@@ -199,3 +202,50 @@ def test_tf_python_older_than_3_11_is_refused(workstation):
     proc = workstation.run("--print-python", TF_VENV=str(workstation.tmp / "v"), TF_PYTHON=old)
     assert proc.returncode == 1
     assert f"TF_PYTHON={old} is Python 3.10; 3.11 or newer is needed" in proc.stderr
+
+
+def bash_rootfs(path: pathlib.Path) -> pathlib.Path:
+    """The smallest root filesystem podman can run: bash and the libraries ldd names."""
+    libs = subprocess.run(["ldd", "/bin/bash"], capture_output=True, text=True, check=True).stdout
+    for source in ["/bin/bash", *(word for word in libs.split() if word.startswith("/"))]:
+        target = path / source.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(pathlib.Path(source).read_bytes())
+        target.chmod(0o755)
+    for name in ("proc", "sys", "dev", "etc", "tmp"):
+        (path / name).mkdir(exist_ok=True)
+    return path
+
+
+NEEDS_ROOT_AND_PODMAN = "needs root and podman: a private mount namespace over /etc/containers"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("podman"), reason=NEEDS_ROOT_AND_PODMAN)
+def test_the_drop_in_is_what_podman_reads(tmp_path):
+    """Real podman, /etc/containers replaced (in a private mount namespace) by a copy without containers.conf."""
+    etc = tmp_path / "etc-containers"
+    etc.mkdir()
+    for name in ("policy.json", "registries.conf"):
+        (etc / name).write_bytes((pathlib.Path("/etc/containers") / name).read_bytes())
+    rootfs = bash_rootfs(tmp_path / "rootfs")
+    script = f"""
+set -e
+mount --bind {etc} /etc/containers
+{BOOTSTRAP} --system-only
+echo "second run: [$({BOOTSTRAP} --system-only)]"
+podman info --format 'runtime={{{{.Host.OCIRuntime.Name}}}}'
+podman run --rm --rootfs {rootfs} /bin/bash -c 'echo "nofile=$(ulimit -Hn) nproc=$(ulimit -Hu)"'
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_SYSCONF_ROOT", "TF_PODMAN_FIXES"))}
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "bash", "-c", script],
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the container ran with what bootstrap wrote
+    dropin = etc / "containers.conf.d/50-tokenfactory.conf"
+    written = dropin.read_text() if dropin.exists() else ""
+    assert "second run: []" in proc.stdout
+    if 'runtime = "runc"' in written:
+        assert "runtime=runc" in proc.stdout
+    if limits := re.search(r'"nofile=(\d+):\d+", "nproc=(\d+):\d+"', written):
+        assert f"nofile={limits[1]} nproc={limits[2]}" in proc.stdout
