@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 ROOT := $(CURDIR)
-VENV ?= $(ROOT)/.venv
+VENV ?= $(or $(TF_VENV),$(ROOT)/.venv)
+# scripts/bootstrap and the tests that call it use the same venv.
+export TF_VENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 PYTEST := $(VENV)/bin/pytest

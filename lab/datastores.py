@@ -13,7 +13,14 @@ import tempfile
 from lab.processes import free_port, signal_tree
 from lab.wait import wait_until
 
-PG_BIN = pathlib.Path("/usr/lib/postgresql/15/bin")
+
+def postgres_bin(lib=pathlib.Path("/usr/lib/postgresql")) -> pathlib.Path:
+    """The newest installed server's bin dir: 15 on Debian 12, 16 on Ubuntu 24.04 / DGX OS 7."""
+    installed = [p for p in lib.glob("*/bin") if p.parent.name.isdigit()]
+    return max(installed, key=lambda p: int(p.parent.name), default=lib / "15/bin")
+
+
+PG_BIN = postgres_bin()
 
 
 def _as_postgres() -> dict:

@@ -37,3 +37,12 @@ def test_process_helpers_are_written_once():
             if isinstance(node, ast.FunctionDef) and node.name in {"free_port", "wait_until", "wait_for"}:
                 definitions.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
     assert definitions == {"free_port": ["lab/processes.py"], "wait_until": ["lab/wait.py"]}
+
+
+def test_postgres_bin_is_the_newest_installed_major(tmp_path):
+    from lab.datastores import postgres_bin
+
+    assert postgres_bin(tmp_path) == tmp_path / "15/bin", "nothing installed: the Debian 12 path, named in errors"
+    for major in ("9", "15", "16", "common"):
+        (tmp_path / major / "bin").mkdir(parents=True)
+    assert postgres_bin(tmp_path) == tmp_path / "16/bin"
