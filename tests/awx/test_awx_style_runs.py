@@ -4,12 +4,14 @@ on a private data directory laid out like AWX's (tests/awx/awx_runner.py): surve
 credentials injected as AWX injects them, set_stats artifacts handed from one workflow node to the next."""
 
 import os
+import pathlib
 import subprocess
 
 import pytest
 import yaml
 
 from tests.awx.awx_runner import BIN, job_template, node_extra_vars, run_job
+from tests.awx.definitions import load
 from tests.integration.test_collection_resolution import copy_project
 
 PROVISION = "Token Factory - provision cluster"
@@ -129,7 +131,7 @@ def test_provision_hands_the_kubeconfig_path_to_the_next_node(awx_project, tmp_p
     inventory = controller_inventory(
         tmp_path / "hosts.yml",
         tf_cluster_name="awx-test",
-        tf_kubeconfig="{{ tf_kubeconfig_dir | default(inventory_dir ~ '/artifacts') }}/{{ tf_cluster_name }}.kubeconfig",
+        tf_kubeconfig=load(project / "inventories/spark-single/group_vars/all/cluster.yml")["tf_kubeconfig"],
     )
     template = job_template(PROVISION)
     # Job tags select the hand-over play (tagged always): the other phases need Spark hosts.
@@ -142,3 +144,27 @@ def test_provision_hands_the_kubeconfig_path_to_the_next_node(awx_project, tmp_p
     serve = job_template("Token Factory - serve model")
     following = node_extra_vars(serve, artifacts=job.artifacts, workflow_vars={"tf_model_deployment": "m"})
     assert following["tf_kubeconfig"] == str(kubeconfig)
+
+
+def test_kubeconfig_credential_attached_at_launch_wins_over_the_inventory(awx_project, tmp_path):
+    """A day-2 job with the kubeconfig credential (ask_credential_on_launch): the injected file is the job's
+    tf_kubeconfig, so reset removes that file and leaves the inventory's kubeconfig alone."""
+    project, env = awx_project
+    inventory_kubeconfig = tmp_path / "inventory.kubeconfig"
+    inventory_kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    inventory = controller_inventory(
+        tmp_path / "hosts.yml", tf_cluster_name="awx-test", tf_kubeconfig=str(inventory_kubeconfig)
+    )
+    template = job_template("Token Factory - reset cluster")
+    assert template["ask_credential_on_launch"]
+    job = run_job(
+        template, tmp_path / "job", project, inventory,
+        node_extra_vars(template, workflow_vars={"tf_reset_confirm": "awx-test"}),
+        credentials=[("Token Factory kubeconfig", {"kubeconfig": "apiVersion: v1\nkind: Config\n"})],
+        envvars=env,
+    )  # fmt: skip
+    assert job.runner.status == "successful", job.stdout[-3000:]
+    assert inventory_kubeconfig.exists()
+    injected = yaml.safe_load((job.private_data_dir / "env" / "envvars").read_text())["K8S_AUTH_KUBECONFIG"]
+    assert injected.startswith(str(job.private_data_dir / "env"))
+    assert not pathlib.Path(injected).exists(), "reset did not remove the injected kubeconfig"
