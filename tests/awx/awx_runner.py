@@ -14,6 +14,7 @@ What AWX does, and what this mirrors:
 - A job's artifacts are the `artifact_data` of its playbook_on_stats event (set_stats with per_host: false).
 """
 
+import contextlib
 import os
 import pathlib
 import stat
@@ -139,13 +140,24 @@ def run_job(template, private_data_dir, project, inventory, extra_vars, credenti
     (pdd / "env" / "envvars").write_text(yaml.safe_dump(env))
     if args:
         (pdd / "env" / "cmdline").write_text(" ".join(args))
-    runner = ansible_runner.run(
-        private_data_dir=str(pdd),
-        project_dir=str(project),
-        playbook=template["playbook"],
-        inventory=str(inventory),
-        tags=job_tags,
-        quiet=True,
-        timeout=600,
-    )
+    with job_environment():
+        runner = ansible_runner.run(
+            private_data_dir=str(pdd),
+            project_dir=str(project),
+            playbook=template["playbook"],
+            inventory=str(inventory),
+            tags=job_tags,
+            quiet=True,
+            timeout=600,
+        )
     return Job(runner, pdd)
+
+
+@contextlib.contextmanager
+def job_environment():
+    """An AWX job starts without the caller's ANSIBLE_* settings (runner copies this process's environment)."""
+    saved = {k: os.environ.pop(k) for k in [k for k in os.environ if k.startswith("ANSIBLE_")]}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)

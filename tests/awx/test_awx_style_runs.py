@@ -45,13 +45,6 @@ def clean_environ():
     return {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
 
 
-@pytest.fixture(autouse=True)
-def no_ansible_environment(monkeypatch):
-    """An AWX job starts without the developer's ANSIBLE_* settings (runner copies this process's environment)."""
-    for key in [k for k in os.environ if k.startswith("ANSIBLE_")]:
-        monkeypatch.delenv(key)
-
-
 def controller_inventory(path, **variables):
     """An inventory without Spark hosts: only the controller (the execution environment) runs."""
     path.write_text(
