@@ -63,54 +63,42 @@ def controller_inventory(path, **variables):
     return path
 
 
-def test_reset_refuses_with_the_survey_defaults(awx_project, tmp_path):
+def launch(awx_project, tmp_path, name, answers=None, inventory=None, **options):
+    """Launch a template alone (survey defaults plus `answers`) on the spark-single inventory unless given one."""
     project, env = awx_project
-    template = job_template("Token Factory - reset cluster")
-    job = run_job(
-        template, tmp_path / "job", project, project / "inventories/spark-single/hosts.yml",
-        node_extra_vars(template), envvars=env,
-    )  # fmt: skip
+    template = job_template(name)
+    inventory = inventory or project / "inventories/spark-single/hosts.yml"
+    extra_vars = node_extra_vars(template, workflow_vars=answers)
+    return run_job(template, tmp_path / "job", project, inventory, extra_vars, envvars=env, **options)
+
+
+@pytest.mark.parametrize(
+    ("name", "answers", "refusal"),
+    [
+        ("Token Factory - reset cluster", {}, "Refusing to reset cluster spark-single"),
+        (
+            "Token Factory - remove model deployment",
+            {"tf_model_deployment": "Bad_Name"},
+            "tf_model_deployment must name an existing ModelDeployment",
+        ),
+        ("Token Factory - add node", {}, "tf_new_node must name a host of the workers group (none; got spark-02)"),
+    ],
+)
+def test_bad_or_default_answers_are_refused_before_touching_anything(awx_project, tmp_path, name, answers, refusal):
+    job = launch(awx_project, tmp_path, name, answers)
     assert job.runner.rc != 0
-    assert "Refusing to reset cluster spark-single" in job.stdout
+    assert refusal in job.stdout
     assert "spark-01" not in job.stdout.split("PLAY RECAP")[-1], "a Spark host was contacted"
 
 
 def test_reset_runs_with_the_typed_confirmation(awx_project, tmp_path):
     """Controller-side effect only: an inventory without Spark hosts, a kubeconfig file that must disappear."""
-    project, env = awx_project
     kubeconfig = tmp_path / "lab.kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     inventory = controller_inventory(tmp_path / "hosts.yml", tf_cluster_name="awx-test", tf_kubeconfig=str(kubeconfig))
-    template = job_template("Token Factory - reset cluster")
-    job = run_job(
-        template, tmp_path / "job", project, inventory,
-        node_extra_vars(template, workflow_vars={"tf_reset_confirm": "awx-test"}), envvars=env,
-    )  # fmt: skip
+    job = launch(awx_project, tmp_path, "Token Factory - reset cluster", {"tf_reset_confirm": "awx-test"}, inventory)
     assert job.runner.status == "successful", job.stdout[-3000:]
     assert not kubeconfig.exists()
-
-
-def test_remove_deployment_rejects_a_bad_name_before_calling_the_api(awx_project, tmp_path):
-    project, env = awx_project
-    template = job_template("Token Factory - remove model deployment")
-    job = run_job(
-        template, tmp_path / "job", project, project / "inventories/spark-single/hosts.yml",
-        node_extra_vars(template, workflow_vars={"tf_model_deployment": "Bad_Name"}), envvars=env,
-    )  # fmt: skip
-    assert job.runner.rc != 0
-    assert "tf_model_deployment must name an existing ModelDeployment" in job.stdout
-
-
-def test_add_node_refuses_a_host_outside_the_workers_group(awx_project, tmp_path):
-    project, env = awx_project
-    template = job_template("Token Factory - add node")
-    job = run_job(
-        template, tmp_path / "job", project, project / "inventories/spark-single/hosts.yml",
-        node_extra_vars(template), envvars=env,
-    )  # fmt: skip
-    assert job.runner.rc != 0
-    assert "tf_new_node must name a host of the workers group (none; got spark-02)" in job.stdout
-    assert "spark-01" not in job.stdout.split("PLAY RECAP")[-1], "a Spark host was contacted"
 
 
 def test_provision_hands_the_kubeconfig_path_to_the_next_node(awx_project, tmp_path):
@@ -142,19 +130,16 @@ def test_provision_hands_the_kubeconfig_path_to_the_next_node(awx_project, tmp_p
 def test_kubeconfig_credential_attached_at_launch_wins_over_the_inventory(awx_project, tmp_path):
     """A day-2 job with the kubeconfig credential (ask_credential_on_launch): the injected file is the job's
     tf_kubeconfig, so reset removes that file and leaves the inventory's kubeconfig alone."""
-    project, env = awx_project
     inventory_kubeconfig = tmp_path / "inventory.kubeconfig"
     inventory_kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     inventory = controller_inventory(
         tmp_path / "hosts.yml", tf_cluster_name="awx-test", tf_kubeconfig=str(inventory_kubeconfig)
     )
-    template = job_template("Token Factory - reset cluster")
-    assert template["ask_credential_on_launch"]
-    job = run_job(
-        template, tmp_path / "job", project, inventory,
-        node_extra_vars(template, workflow_vars={"tf_reset_confirm": "awx-test"}),
-        credentials=[("Token Factory kubeconfig", {"kubeconfig": "apiVersion: v1\nkind: Config\n"})],
-        envvars=env,
+    assert job_template("Token Factory - reset cluster")["ask_credential_on_launch"]
+    credential = ("Token Factory kubeconfig", {"kubeconfig": "apiVersion: v1\nkind: Config\n"})
+    job = launch(
+        awx_project, tmp_path, "Token Factory - reset cluster", {"tf_reset_confirm": "awx-test"}, inventory,
+        credentials=[credential],
     )  # fmt: skip
     assert job.runner.status == "successful", job.stdout[-3000:]
     assert inventory_kubeconfig.exists()
