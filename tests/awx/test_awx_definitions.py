@@ -238,3 +238,15 @@ def test_inventories_put_the_kubeconfig_on_the_state_directory_under_awx():
     configure = (AWX / "configure.yml").read_text()
     assert 'tf_kubeconfig_dir: "{{ awx_state_dir }}"' in configure
     assert "AWX_ISOLATION_SHOW_PATHS" in configure
+
+
+@pytest.mark.parametrize("path", sorted((AWX / "examples").glob("*-answers.yml")), ids=lambda p: p.name)
+def test_example_answers_answer_their_survey(path):
+    questions = {q["variable"]: q for q in survey(path.name.removesuffix("-answers.yml") + ".yml")["spec"]}
+    answers = yaml.safe_load(path.read_text())
+    assert set(answers) <= set(questions), f"{path.name} answers questions its survey does not ask"
+    assert {v for v, q in questions.items() if q["required"]} <= set(answers), f"{path.name} misses required answers"
+    for variable, value in answers.items():
+        question = questions[variable]
+        assert isinstance(value, int if question["type"] == "integer" else str), variable
+        assert question["type"] != "multiplechoice" or value in question["choices"], variable
