@@ -34,9 +34,9 @@ def test_file_injector_feeds_env_and_extra_vars(tmp_path):
 
 
 def test_optional_input_is_rendered_when_given(tmp_path):
-    _, args = inject_credential(
+    args = inject_credential(
         credential_type("Token Factory kubeconfig"), {"kubeconfig": KUBECONFIG, "context": "admin@spark"}, tmp_path
-    )
+    )[1]
     assert read_extra_vars(args)[2]["tf_kube_context"] == "admin@spark"
 
 
@@ -54,8 +54,8 @@ def test_env_only_injector_passes_no_extra_vars(tmp_path):
 def test_injected_values_are_not_templated_again(tmp_path):
     """A secret that looks like Jinja reaches the playbook literally (AWX's !unsafe)."""
     token = "hf_{{ lookup('env','HOME') }}"
-    _, args = inject_credential(credential_type("Hugging Face token"), {"hf_token": token}, tmp_path)
-    _, text, values = read_extra_vars(args)
+    args = inject_credential(credential_type("Hugging Face token"), {"hf_token": token}, tmp_path)[1]
+    text, values = read_extra_vars(args)[1:]
     assert values == {"tf_hf_token": token}
     assert text.startswith("tf_hf_token: !unsafe")
 

@@ -15,7 +15,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory im
 
 from tests.awx.awx_runner import job_template, node_extra_vars, run_job
 from tests.awx.definitions import load, survey
-from tests.awx.test_awx_style_runs import awx_project, controller_inventory  # noqa: F401 - fixture
+from tests.awx.test_awx_style_runs import awx_project, controller_inventory  # noqa: F401 # pylint: disable=unused-import
 from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.gateway import deployment_objects
 

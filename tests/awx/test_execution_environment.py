@@ -89,7 +89,7 @@ def build_args():
 
 
 def test_helm_and_kubectl_pins_are_the_collections():
-    args, _ = build_args()
+    args = build_args()[0]
     lab_bins = (ROOT / "scripts/build-k8s-lab-bins").read_text()
     assert f"HELM_VERSION=${{HELM_VERSION:-{args['HELM_VERSION']}}}" in lab_bins
     kubernetes_version = load(ROOT / "roles/kubernetes/defaults/main.yml")["kubernetes_version"]

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.awx.awx_runner import job_template, node_extra_vars, run_job
-from tests.awx.test_awx_style_runs import awx_project  # noqa: F401 # pylint: disable=unused-import - fixture
+from tests.awx.test_awx_style_runs import awx_project  # noqa: F401 # pylint: disable=unused-import
 from lab.paths import lab_root
 from tests.playbooks.ansible_run import ROOT, ansible_env, run_playbook
 
