@@ -1,9 +1,12 @@
 """AWX as code: every definition is valid for the awx.awx module that applies it, and consistent with the project."""
 
+import pathlib
 import re
 
+import ansible_collections.kubernetes.core as kubernetes_core
 import pytest
 import yaml
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import inventory
 
 from tests.awx.definitions import AWX, ROOT, awx_file, check_against_spec, module_options, playbook_closure, survey
 
@@ -167,3 +170,83 @@ def test_credentials_and_types_are_consistent():
                     assert ok, f"{ctype['name']}: injector references undefined {ref}"
         secrets = {f["id"] for f in ctype["inputs"]["fields"] if f.get("secret")}
         assert secrets, f"{ctype['name']} has no secret field"
+
+
+def surveys_asking(variable):
+    names = {t["survey"] for t in JOB_TEMPLATES} | {w["survey"] for w in WORKFLOWS}
+    return [q for name in sorted(names) for q in survey(name)["spec"] if q["variable"] == variable]
+
+
+def test_gpu_type_choices_are_the_gpus_the_collection_knows():
+    questions = surveys_asking("tf_gpu_type")
+    assert len(questions) >= 2, "serve and the workflow ask for the GPU type"
+    for question in questions:
+        assert question["type"] == "multiplechoice"
+        assert set(question["choices"]) == set(inventory.MEMORY_BANDWIDTH_GBPS), question
+
+
+@pytest.mark.parametrize("variable", ["tf_model_source", "tf_gpu_type", "tf_api_key_tenant", "tf_api_key_file"])
+def test_serve_and_workflow_surveys_cover_the_users_choices(variable):
+    for name in ("serve.yml", "workflow.yml"):
+        assert variable in {q["variable"] for q in survey(name)["spec"]}, f"{name} does not ask for {variable}"
+
+
+def env_readers():
+    """Text of everything that reads environment variables in a job: this collection's plugins and kubernetes.core."""
+    roots = [ROOT / "plugins", pathlib.Path(next(iter(kubernetes_core.__path__))) / "plugins" / "module_utils"]
+    return "\n".join(p.read_text() for root in roots for p in root.rglob("*.py"))
+
+
+def test_every_injected_variable_is_read():
+    """Extra vars a credential injects are read by a playbook that attaches it (or any day-2 playbook when it is
+    attached at launch); environment variables by a module's env fallback."""
+    playbooks = "\n".join(playbook_closure(ROOT / t["playbook"]) for t in JOB_TEMPLATES)
+    readers = env_readers()
+    for ctype in CREDENTIAL_TYPES:
+        for var in ctype["injectors"].get("extra_vars", {}):
+            assert re.search(rf"\b{var}\b", playbooks), f"{ctype['name']} injects {var} that no playbook reads"
+        for var in ctype["injectors"].get("env", {}):
+            fallback = rf'env_fallback,\s*\[[^\]]*"{var}"'
+            assert re.search(fallback, readers), f"{ctype['name']} injects {var} that no module reads"
+
+
+def test_gateway_admin_credential_goes_with_the_playbook_that_calls_the_admin_api():
+    for template in JOB_TEMPLATES:
+        calls_admin_api = re.search(r"tokenfactory\.spark\.(tenant|api_key|usage_info):", playbook_closure(
+            ROOT / template["playbook"]))  # fmt: skip
+        assert ("Token Factory gateway admin" in template["credentials"]) == bool(calls_admin_api), template["name"]
+
+
+def test_no_template_needs_a_kubeconfig_credential_and_provision_hands_one_on():
+    """The kubeconfig is a file on the state directory: provision creates it, so it cannot require it."""
+    for template in JOB_TEMPLATES:
+        assert "Token Factory kubeconfig" not in template["credentials"], template["name"]
+    cluster = yaml.safe_load((ROOT / "playbooks/cluster.yml").read_text())
+    handover = cluster[-1]
+    assert handover["tags"] == ["always"]
+    stats = next(t["ansible.builtin.set_stats"] for t in handover["tasks"] if "ansible.builtin.set_stats" in t)
+    assert stats["data"]["tf_kubeconfig"] == "{{ tf_kubeconfig }}" and stats["per_host"] is False
+    for workflow in WORKFLOWS:
+        # A workflow survey variable would win over the artifact in every node.
+        assert "tf_kubeconfig" not in {q["variable"] for q in survey(workflow["survey"])["spec"]}
+
+
+def test_inventories_put_the_kubeconfig_on_the_state_directory_under_awx():
+    for name in ("spark-single", "spark-pair"):
+        value = yaml.safe_load((ROOT / f"inventories/{name}/group_vars/all/cluster.yml").read_text())["tf_kubeconfig"]
+        assert value.startswith("{{ tf_kubeconfig_dir | default("), name
+    configure = (AWX / "configure.yml").read_text()
+    assert 'tf_kubeconfig_dir: "{{ awx_state_dir }}"' in configure
+    assert "AWX_ISOLATION_SHOW_PATHS" in configure
+
+
+@pytest.mark.parametrize("path", sorted((AWX / "examples").glob("*-answers.yml")), ids=lambda p: p.name)
+def test_example_answers_answer_their_survey(path):
+    questions = {q["variable"]: q for q in survey(path.name.removesuffix("-answers.yml") + ".yml")["spec"]}
+    answers = yaml.safe_load(path.read_text())
+    assert set(answers) <= set(questions), f"{path.name} answers questions its survey does not ask"
+    assert {v for v, q in questions.items() if q["required"]} <= set(answers), f"{path.name} misses required answers"
+    for variable, value in answers.items():
+        question = questions[variable]
+        assert isinstance(value, int if question["type"] == "integer" else str), variable
+        assert question["type"] != "multiplechoice" or value in question["choices"], variable

@@ -1,19 +1,20 @@
-"""Run playbooks the way AWX does: project sync installs collections/requirements.yml into a staging path
-(offline here: Galaxy is unreachable, dependencies come from the pinned ansible bundle), then the job runs
-non-interactively with the survey answers as extra vars and no terminal."""
+"""Job templates run the way AWX runs them: project sync installs collections/requirements.yml into a staging path
+(offline here: Galaxy is unreachable, dependencies come from the pinned ansible bundle), then ansible_runner.run()
+on a private data directory laid out like AWX's (tests/awx/awx_runner.py): survey answers as extra vars,
+credentials injected as AWX injects them, set_stats artifacts handed from one workflow node to the next."""
 
 import os
 import pathlib
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-from tests.awx.definitions import survey
+from tests.awx.awx_runner import BIN, job_template, node_extra_vars, run_job
+from tests.awx.definitions import load
 from tests.integration.test_collection_resolution import copy_project
 
-BIN = pathlib.Path(sys.executable).parent
+PROVISION = "Token Factory - provision cluster"
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +23,15 @@ def awx_project(tmp_path_factory):
     base = tmp_path_factory.mktemp("awx")
     project = copy_project(base / "project")
     stage = base / "requirements_collections"
-    job_env = awx_env(stage)
+    job_env = {
+        "ANSIBLE_COLLECTIONS_PATH": str(stage),
+        "ANSIBLE_PYTHON_INTERPRETER": os.environ.get("TF_AWX_PYTHON", str(BIN / "python")),
+        "ANSIBLE_NOCOLOR": "1",
+    }
     proc = subprocess.run(
         [str(BIN / "ansible-galaxy"), "collection", "install", "-r", "collections/requirements.yml", "--offline"],
         cwd=project,
-        env=job_env,
+        env={**clean_environ(), **job_env, "PATH": f"{BIN}:{os.environ['PATH']}"},
         capture_output=True,
         text=True,
         timeout=300,
@@ -36,59 +41,17 @@ def awx_project(tmp_path_factory):
     return project, job_env
 
 
-def awx_env(stage):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    env.update(
-        PATH=f"{BIN}:{env['PATH']}",
-        ANSIBLE_COLLECTIONS_PATH=str(stage),
-        ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-        ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_NOCOLOR="1",
-    )
-    return env
+def clean_environ():
+    return {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
 
 
-def survey_answers(path, name, **answers):
-    """Extra vars as AWX builds them from a survey: defaults, overridden by the user's answers."""
-    values = {q["variable"]: q.get("default", "") for q in survey(name)["spec"]}
-    values.update(answers)
-    path.write_text(yaml.safe_dump(values))
-    return path
-
-
-def run_job(project, env, playbook, inventory, extra_vars_file):
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory), "-e", f"@{extra_vars_file}", playbook],
-        cwd=project,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
-def test_reset_refuses_with_the_survey_defaults(awx_project, tmp_path):
-    project, env = awx_project
-    answers = survey_answers(tmp_path / "extra_vars.yml", "reset.yml")
-    proc = run_job(project, env, "playbooks/reset.yml", "inventories/spark-single/hosts.yml", answers)
-    assert proc.returncode != 0
-    assert "Refusing to reset cluster spark-single" in proc.stdout
-    assert "spark-01" not in proc.stdout.split("PLAY RECAP")[-1], "a Spark host was contacted"
-
-
-def test_reset_runs_with_the_typed_confirmation(awx_project, tmp_path):
-    """Controller-side effect only: an inventory without Spark hosts, a kubeconfig file that must disappear."""
-    project, env = awx_project
-    kubeconfig = tmp_path / "lab.kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(
+def controller_inventory(path, **variables):
+    """An inventory without Spark hosts: only the controller (the execution environment) runs."""
+    path.write_text(
         yaml.safe_dump(
             {
                 "all": {
-                    "vars": {"tf_cluster_name": "awx-test", "tf_kubeconfig": str(kubeconfig)},
+                    "vars": variables,
                     "children": {
                         "controller": {"hosts": {"localhost": {"ansible_connection": "local"}}},
                         "spark_nodes": {"hosts": {}},
@@ -97,24 +60,89 @@ def test_reset_runs_with_the_typed_confirmation(awx_project, tmp_path):
             }
         )
     )
-    answers = survey_answers(tmp_path / "extra_vars.yml", "reset.yml", tf_reset_confirm="awx-test")
-    proc = run_job(project, env, "playbooks/reset.yml", inventory, answers)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return path
+
+
+def launch(awx_project, tmp_path, name, answers=None, inventory=None, **options):
+    """Launch a template alone (survey defaults plus `answers`) on the spark-single inventory unless given one."""
+    project, env = awx_project
+    template = job_template(name)
+    inventory = inventory or project / "inventories/spark-single/hosts.yml"
+    extra_vars = node_extra_vars(template, workflow_vars=answers)
+    return run_job(template, tmp_path / "job", project, inventory, extra_vars, envvars=env, **options)
+
+
+@pytest.mark.parametrize(
+    ("name", "answers", "refusal"),
+    [
+        ("Token Factory - reset cluster", {}, "Refusing to reset cluster spark-single"),
+        (
+            "Token Factory - remove model deployment",
+            {"tf_model_deployment": "Bad_Name"},
+            "tf_model_deployment must name an existing ModelDeployment",
+        ),
+        ("Token Factory - add node", {}, "tf_new_node must name a host of the workers group (none; got spark-02)"),
+    ],
+)
+def test_bad_or_default_answers_are_refused_before_touching_anything(awx_project, tmp_path, name, answers, refusal):
+    job = launch(awx_project, tmp_path, name, answers)
+    assert job.runner.rc != 0
+    assert refusal in job.stdout
+    assert "spark-01" not in job.stdout.split("PLAY RECAP")[-1], "a Spark host was contacted"
+
+
+def test_reset_runs_with_the_typed_confirmation(awx_project, tmp_path):
+    """Controller-side effect only: an inventory without Spark hosts, a kubeconfig file that must disappear."""
+    kubeconfig = tmp_path / "lab.kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    inventory = controller_inventory(tmp_path / "hosts.yml", tf_cluster_name="awx-test", tf_kubeconfig=str(kubeconfig))
+    job = launch(awx_project, tmp_path, "Token Factory - reset cluster", {"tf_reset_confirm": "awx-test"}, inventory)
+    assert job.runner.status == "successful", job.stdout[-3000:]
     assert not kubeconfig.exists()
 
 
-def test_remove_deployment_rejects_a_bad_name_before_calling_the_api(awx_project, tmp_path):
+def test_provision_hands_the_kubeconfig_path_to_the_next_node(awx_project, tmp_path):
+    """cluster.yml's last play publishes the kubeconfig's path (on the state directory) as an artifact; the path,
+    not the file's content, is what the next node's extra vars carry."""
     project, env = awx_project
-    answers = survey_answers(tmp_path / "extra_vars.yml", "remove_deployment.yml", tf_model_deployment="Bad_Name")
-    proc = run_job(project, env, "playbooks/remove_deployment.yml", "inventories/spark-single/hosts.yml", answers)
-    assert proc.returncode != 0
-    assert "tf_model_deployment must name an existing ModelDeployment" in proc.stdout
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    kubeconfig = state_dir / "awx-test.kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nusers: [{name: admin, user: {token: s3cret-admin}}]\n")
+    inventory = controller_inventory(
+        tmp_path / "hosts.yml",
+        tf_cluster_name="awx-test",
+        tf_kubeconfig=load(project / "inventories/spark-single/group_vars/all/cluster.yml")["tf_kubeconfig"],
+    )
+    template = job_template(PROVISION)
+    # Job tags select the hand-over play (tagged always): the other phases need Spark hosts.
+    extra = node_extra_vars(template, job_extra_vars={"tf_kubeconfig_dir": str(state_dir)})
+    job = run_job(template, tmp_path / "job", project, inventory, extra, envvars=env, job_tags="handover")
+    assert job.runner.status == "successful", job.stdout[-3000:]
+    assert job.artifacts == {"tf_kubeconfig": str(kubeconfig), "tf_cluster_name": "awx-test"}
+    for path in (job.private_data_dir / "artifacts").rglob("*"):
+        assert not path.is_file() or b"s3cret-admin" not in path.read_bytes(), f"{path} holds the kubeconfig"
+    serve = job_template("Token Factory - serve model")
+    following = node_extra_vars(serve, artifacts=job.artifacts, workflow_vars={"tf_model_deployment": "m"})
+    assert following["tf_kubeconfig"] == str(kubeconfig)
 
 
-def test_add_node_refuses_a_host_outside_the_workers_group(awx_project, tmp_path):
-    project, env = awx_project
-    answers = survey_answers(tmp_path / "extra_vars.yml", "add_node.yml")
-    proc = run_job(project, env, "playbooks/add_node.yml", "inventories/spark-single/hosts.yml", answers)
-    assert proc.returncode != 0
-    assert "tf_new_node must name a host of the workers group (none; got spark-02)" in proc.stdout
-    assert "spark-01" not in proc.stdout.split("PLAY RECAP")[-1], "a Spark host was contacted"
+def test_kubeconfig_credential_attached_at_launch_wins_over_the_inventory(awx_project, tmp_path):
+    """A day-2 job with the kubeconfig credential (ask_credential_on_launch): the injected file is the job's
+    tf_kubeconfig, so reset removes that file and leaves the inventory's kubeconfig alone."""
+    inventory_kubeconfig = tmp_path / "inventory.kubeconfig"
+    inventory_kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    inventory = controller_inventory(
+        tmp_path / "hosts.yml", tf_cluster_name="awx-test", tf_kubeconfig=str(inventory_kubeconfig)
+    )
+    assert job_template("Token Factory - reset cluster")["ask_credential_on_launch"]
+    credential = ("Token Factory kubeconfig", {"kubeconfig": "apiVersion: v1\nkind: Config\n"})
+    job = launch(
+        awx_project, tmp_path, "Token Factory - reset cluster", {"tf_reset_confirm": "awx-test"}, inventory,
+        credentials=[credential],
+    )  # fmt: skip
+    assert job.runner.status == "successful", job.stdout[-3000:]
+    assert inventory_kubeconfig.exists()
+    injected = yaml.safe_load((job.private_data_dir / "env" / "envvars").read_text())["K8S_AUTH_KUBECONFIG"]
+    assert injected.startswith(str(job.private_data_dir / "env"))
+    assert not pathlib.Path(injected).exists(), "reset did not remove the injected kubeconfig"

@@ -1,8 +1,12 @@
 """The ansible-builder definition carries exactly the collection's dependencies, and ansible-builder accepts it."""
 
+import hashlib
 import pathlib
 import subprocess
 import sys
+import tarfile
+
+import pytest
 
 from tests.awx.definitions import AWX, ROOT, load
 
@@ -68,3 +72,93 @@ def test_ansible_builder_creates_the_build_context(tmp_path):
     assert pins(ROOT / "requirements.txt") <= {
         line.split("#")[0].strip() for line in (tmp_path / "pip.txt").read_text().splitlines()
     }
+
+
+def test_ansible_runner_pin_matches_the_dev_toolchain():
+    ee = load(EE)["dependencies"]
+    runner = next(p for p in pins(ROOT / "requirements-dev.txt") if p.startswith("ansible-runner=="))
+    assert ee["ansible_runner"]["package_pip"] == runner
+
+
+def build_args():
+    """ARG defaults and the RUN step of additional_build_steps.append_final."""
+    steps = load(EE)["additional_build_steps"]["append_final"]
+    args = dict(s.removeprefix("ARG ").split("=", 1) for s in steps if s.startswith("ARG "))
+    run = next(s for s in steps if s.startswith("RUN "))
+    return args, run.removeprefix("RUN ")
+
+
+def test_helm_and_kubectl_pins_are_the_collections():
+    args = build_args()[0]
+    lab_bins = (ROOT / "scripts/build-k8s-lab-bins").read_text()
+    assert f"HELM_VERSION=${{HELM_VERSION:-{args['HELM_VERSION']}}}" in lab_bins
+    kubernetes_version = load(ROOT / "roles/kubernetes/defaults/main.yml")["kubernetes_version"]
+    assert args["KUBECTL_VERSION"] == f"v{kubernetes_version}"
+
+
+STUBS = {
+    "uname": 'echo "$FAKE_ARCH"',
+    # curl -fsSLo OUT URL | curl -fsSL URL: served from $RELEASES/<host>/<path>.
+    "curl": "\n".join(
+        [
+            'out=""',
+            'for a; do case "$a" in -fsSLo) out=next ;; http*) url=$a ;; *) [ "$out" = next ] && out=$a ;; esac; done',
+            'src="$RELEASES/${url#https://}"',
+            '[ -f "$src" ] || exit 22',
+            'if [ -n "$out" ]; then cp "$src" "$out"; else cat "$src"; fi',
+        ]
+    ),
+    "install": 'dest="${@: -1}"; cp "${@: -2:1}" "$DEST/$(basename "$dest")"; chmod 0755 "$DEST/$(basename "$dest")"',
+}
+
+
+def fake_releases(root, args, arch, tamper=False):
+    """The official release files of one architecture, with their published checksum files."""
+    kubectl = root / f"dl.k8s.io/release/{args['KUBECTL_VERSION']}/bin/linux/{arch}/kubectl"
+    kubectl.parent.mkdir(parents=True)
+    kubectl.write_text(f"#!/bin/sh\necho kubectl-{arch}\n")
+    kubectl.with_name("kubectl.sha256").write_text(hashlib.sha256(kubectl.read_bytes()).hexdigest())
+    helm_dir = root / "helm-src" / f"linux-{arch}"
+    helm_dir.mkdir(parents=True)
+    (helm_dir / "helm").write_text(f"#!/bin/sh\necho helm-{arch}\n")
+    tgz = root / f"get.helm.sh/helm-{args['HELM_VERSION']}-linux-{arch}.tar.gz"
+    tgz.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(helm_dir, arcname=f"linux-{arch}")
+    digest = hashlib.sha256(tgz.read_bytes()).hexdigest()
+    digest = ("0" * 64) if tamper else digest
+    pathlib.Path(f"{tgz}.sha256sum").write_text(f"{digest}  {tgz.name}\n")
+
+
+def run_download_step(tmp_path, machine, tamper=False):
+    args, script = build_args()
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}[machine]
+    releases, stubs, dest = tmp_path / "releases", tmp_path / "stubs", tmp_path / "usr-local-bin"
+    for folder in (stubs, dest):
+        folder.mkdir()
+    for name, body in STUBS.items():
+        (stubs / name).write_text(f"#!/bin/bash\n{body}\n")
+        (stubs / name).chmod(0o755)
+    fake_releases(releases, args, arch, tamper)
+    env = {"PATH": f"{dest}:{stubs}:/usr/bin:/bin", "FAKE_ARCH": machine, "RELEASES": str(releases), "DEST": str(dest)}
+    proc = subprocess.run(
+        ["/bin/sh", "-c", script], env={**env, **args}, capture_output=True, text=True, timeout=60, check=False
+    )
+    return proc, dest
+
+
+@pytest.mark.parametrize(("machine", "arch"), [("x86_64", "amd64"), ("aarch64", "arm64")])
+def test_download_step_installs_the_architectures_binaries(tmp_path, machine, arch):
+    proc, dest = run_download_step(tmp_path, machine)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.rsplit("/", 1)[-1] for line in lines[:2]] == ["kubectl: OK", "helm.tar.gz: OK"], lines
+    assert lines[2:] == [f"helm-{arch}", f"kubectl-{arch}"]
+    assert sorted(p.name for p in dest.iterdir()) == ["helm", "kubectl"]
+
+
+def test_download_step_refuses_a_checksum_mismatch(tmp_path):
+    proc, dest = run_download_step(tmp_path, "aarch64", tamper=True)
+    assert proc.returncode != 0
+    assert "FAILED" in proc.stdout + proc.stderr
+    assert not (dest / "helm").exists()

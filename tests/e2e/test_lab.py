@@ -8,11 +8,8 @@ import time
 
 import pytest
 
-from tests.awx.test_awx_style_runs import (  # pylint: disable=unused-import
-    awx_project,  # noqa: F401 - fixture used by name
-    run_job,
-    survey_answers,
-)
+from tests.awx.awx_runner import job_template, node_extra_vars, run_job
+from tests.awx.test_awx_style_runs import awx_project  # noqa: F401 # pylint: disable=unused-import
 from lab.paths import lab_root
 from tests.playbooks.ansible_run import ROOT, ansible_env, run_playbook
 
@@ -158,14 +155,17 @@ def test_validation_result_published_with_set_stats(lab_runs):
 
 
 def test_validate_runs_awx_style_with_survey_answers(lab_runs, awx_project, tmp_path):  # noqa: F811 - fixture
-    """validate.yml as an AWX job would run it against the lab: synced project, survey answers, no terminal."""
+    """validate.yml as AWX runs it against the lab: synced project, ansible-runner, survey answers, no terminal."""
     project, env = awx_project
-    answers = survey_answers(
-        tmp_path / "extra_vars.yml", "validate.yml", tf_validate_requests=8, tf_validate_fail_on_breach="false"
-    )
-    proc = run_job(project, env, "playbooks/validate.yml", "inventories/lab/hosts.yml", answers)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "qwen2-0-5b-instruct: 8/8 ok" in proc.stdout
+    template = job_template("Token Factory - validate deployment")
+    answers = {"tf_validate_requests": 8, "tf_validate_fail_on_breach": "false"}
+    job = run_job(
+        template, tmp_path / "job", project, project / "inventories/lab/hosts.yml",
+        node_extra_vars(template, workflow_vars=answers), envvars=env,
+    )  # fmt: skip
+    assert job.runner.status == "successful", job.stdout[-4000:]
+    assert "qwen2-0-5b-instruct: 8/8 ok" in job.stdout
+    assert job.artifacts["tf_validation"]["deployment"] == "qwen2-0-5b-instruct"
 
 
 @pytest.mark.parametrize(
