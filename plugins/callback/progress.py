@@ -36,23 +36,26 @@ class CallbackModule(CallbackBase):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._started = {}
+        self._started, self._looks = {}, {}
 
     def v2_runner_on_start(self, host, task):
-        self._started[(host.get_name(), task._uuid)] = time.monotonic()
+        key = (host.get_name(), task._uuid)
+        self._started[key], self._looks[key] = time.monotonic(), 0
 
     def _show(self, result, final):
         line = result._result.get("progress_line")
-        attempts = result._result.get("attempts")
-        if not isinstance(line, str) or not line or attempts is None:
+        # Only tasks that loop with `until` (ansible-core sets attempts on each of their results).
+        if not isinstance(line, str) or not line or "attempts" not in result._result:
             return
         key = (result._host.get_name(), result._task._uuid)
+        # Counted here: ansible-core's own attempts/retries numbers differ by one between retries and the end.
+        self._looks[key] = looks = self._looks.get(key, 0) + 1
         waited = time.monotonic() - self._started.get(key, time.monotonic())
-        retries = result._result.get("retries")
-        of = f"/{retries}" if retries else ""
+        limit = result._result.get("retries")
+        of = f"/{limit}" if limit and not final else ""
         mark = "done" if final else "waiting"
         self._display.display(
-            f"  [{result._host.get_name()}] {mark} {attempts}{of}, {waited:.0f}s: {line}",
+            f"  [{result._host.get_name()}] {mark} {looks}{of}, {waited:.0f}s: {line}",
             color=None if final else "cyan",
         )
 
