@@ -85,7 +85,8 @@ progress_line:
   description: All of RV(rollout) on one line.
   returned: always
   type: str
-  sample: "Deployment tokenfactory-system/tokenfactory-gateway: Progressing, 0/1 ready - 0 of 1 updated replicas available"
+  sample: "Deployment tokenfactory-system/tokenfactory-gateway: Progressing, 0/1 ready - 0 of 1 updated replicas
+    available"
 """
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import DEPLOYMENT, POD, STATEFUL_SET

@@ -38,5 +38,7 @@ def rollout_now(client, md):
         "replicas": desired,
         "message": seen["message"],
         "lastEvent": event,
-        "progressLine": progress_line(subject(md), seen["phase"], seen["readyReplicas"], desired, seen["message"], event),
+        "progressLine": progress_line(
+            subject(md), seen["phase"], seen["readyReplicas"], desired, seen["message"], event
+        ),
     }

@@ -1,0 +1,157 @@
+"""serve.yml shows the rollout as it goes, against the lab's real API server (scheduler, deployment controller,
+kwok): one progress line per look with the phase, ready replicas and why, and a failure naming the pod's reason.
+
+The node is cordoned first so the rollout stays Pending (the scheduler's own message) for a few looks. Then either
+the node is uncordoned (kwok runs the pod: Ready), or the pod's status is set the way a kubelet reports an image
+pull failure or an OOM-killed crash loop before it is scheduled; kwok leaves a pod that has an IP alone."""
+
+import re
+import subprocess
+import time
+import uuid
+
+import pytest
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import NODE, POD, KubeClient
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
+
+from tests.playbooks.ansible_run import BIN, ROOT, ansible_env
+
+pytestmark = pytest.mark.lab
+
+NODE_NAME = "spark-01"
+DEPLOYMENT = "qwen2-0-5b-instruct"
+MERGE = "application/merge-patch+json"
+LOOK = (
+    r"\[localhost\] (?P<mark>waiting|done) (?P<look>\d+)(?:/\d+)?, \d+s: "
+    rf"ModelDeployment (?P<ns>[\w-]+)/{DEPLOYMENT}: (?P<phase>\w+), (?P<ready>\d)/1 ready(?P<rest>.*)"
+)
+IMAGE_PULL = {
+    "waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "nvcr.io/nvidia/vllm:no-such-tag"'}
+}
+OOM = {
+    "waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"},
+    "last": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+}
+
+
+def kube(tf_lab):
+    return KubeClient({"kubeconfig": str(tf_lab.kubeconfig)}, field_manager="progress-test")
+
+
+def cordon(client, unschedulable):
+    client.request("PATCH", NODE.path(None, NODE_NAME), {"spec": {"unschedulable": unschedulable or None}}, None, MERGE)
+
+
+def start_serve(tf_lab, namespace):
+    extra = (
+        f"tf_kubeconfig={tf_lab.kubeconfig} tf_namespace={namespace} tf_cluster_name=spark "
+        "tf_serve_wait_timeout=90 tf_serve_wait_delay=1"
+    )
+    cmd = [BIN / "ansible-playbook", ROOT / "playbooks/serve.yml", "-i", ROOT / "inventories/spark-single", "-e", extra]
+    return subprocess.Popen(
+        list(map(str, cmd)), cwd=ROOT, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def wait_for(describe, probe, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {describe}")
+
+
+def unschedulable_pod(client, namespace):
+    """The engine pod once the scheduler has said it cannot place it."""
+
+    def probe():
+        for pod in client.list(POD, namespace):
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            if any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions):
+                return pod
+        return None
+
+    return wait_for("the scheduler to report the pod unschedulable", probe)
+
+
+def report_stuck(client, pod, state):
+    """Set the pod's status as a kubelet reports a container it cannot start (with an IP: kwok leaves it alone)."""
+    container = pod["spec"]["containers"][0]
+    status = {
+        "name": container["name"],
+        "image": container["image"],
+        "imageID": "",
+        "ready": False,
+        "started": False,
+        "restartCount": 4 if "last" in state else 0,
+        "state": {"waiting": state["waiting"]},
+    }
+    if "last" in state:
+        status["lastState"] = state["last"]
+    body = {"status": {"podIP": "10.244.9.9", "podIPs": [{"ip": "10.244.9.9"}], "containerStatuses": [status]}}
+    meta = pod["metadata"]
+    client.request("PATCH", POD.path(meta["namespace"], meta["name"], "status"), body, None, MERGE)
+
+
+def looks(output, namespace):
+    found = [m.groupdict() for m in re.finditer(LOOK, output)]
+    assert found and all(m["ns"] == namespace for m in found), output[-5000:]
+    return found
+
+
+def serve_with(tf_lab, then):
+    """Run serve.yml with the node cordoned until its rollout is Pending for a few looks, then `then(client, pod)`;
+    returns (return code, output, namespace)."""
+    client, namespace = kube(tf_lab), f"watch-{uuid.uuid4().hex[:6]}"
+    cordon(client, True)
+    proc = start_serve(tf_lab, namespace)
+    try:
+        pod = unschedulable_pod(client, namespace)
+        time.sleep(3)  # a few looks (one per second) while Pending
+        then(client, pod)
+        output, _ = proc.communicate(timeout=240)
+    finally:
+        cordon(client, False)
+        if proc.poll() is None:
+            proc.kill()
+        if tf_lab.kube.get(kinds.MODEL_DEPLOYMENT, DEPLOYMENT, namespace):
+            tf_lab.ok("model_deployment", name=DEPLOYMENT, namespace=namespace, state="absent")
+    return proc.returncode, output, namespace
+
+
+def test_rollout_progress_is_printed_until_ready(tf_lab):
+    code, output, namespace = serve_with(tf_lab, lambda client, pod: cordon(client, False))
+    assert code == 0, output[-5000:]
+    seen = looks(output, namespace)
+    pending = [m for m in seen if m["mark"] == "waiting" and m["phase"] == "Pending"]
+    assert len(pending) >= 2, output[-5000:]
+    assert "node(s) were unschedulable" in pending[0]["rest"], pending[0]
+    assert [int(m["look"]) for m in seen] == list(range(1, len(seen) + 1))
+    assert (seen[-1]["mark"], seen[-1]["phase"], seen[-1]["ready"]) == ("done", "Ready", "1")
+    assert "is Ready on spark-01" in output
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [
+        (IMAGE_PULL, 'ImagePullBackOff; Back-off pulling image "nvcr.io/nvidia/vllm:no-such-tag"'),
+        (OOM, "CrashLoopBackOff; back-off 40s restarting failed container; last exit code 137 (OOMKilled), restarts 4"),
+    ],
+    ids=["image-pull", "oom-crash-loop"],
+)
+def test_a_stuck_pod_ends_the_wait_with_its_reason(tf_lab, state, reason):
+    code, output, namespace = serve_with(tf_lab, lambda client, pod: report_stuck(client, pod, state))
+    assert code != 0, output[-5000:]
+    seen = looks(output, namespace)
+    assert [m["phase"] for m in seen[:2]] == ["Pending", "Pending"], output[-5000:]
+    assert (seen[-1]["mark"], seen[-1]["phase"]) == ("done", "Failed"), output[-5000:]
+    assert f"container engine {reason}" in seen[-1]["rest"], seen[-1]
+    # The task that records the phase fails with the pod's reason (and, after a crash, the last log lines).
+    flat = " ".join(output.split())
+    assert f"ModelDeployment {namespace}/{DEPLOYMENT} failed: {DEPLOYMENT}-" in flat, output[-5000:]
+    assert f"container engine {reason}" in flat
+    if state is OOM:
+        assert "last log lines:" in flat
+    assert "TASK [Model deployment is Ready]" in output
