@@ -11,7 +11,7 @@ type: notification
 short_description: Prints the state of long waits on each retry (rollouts, GPU and gateway readiness)
 version_added: 0.3.0
 description:
-  - Ansible prints only C(FAILED - RETRYING ... (N retries left)) while an C(until) loop polls. When a retried
+  - While an C(until) loop polls, Ansible prints only C(FAILED - RETRYING) and the retries left. When a retried
     task's result carries C(progress_line) (the Token Factory C(_info) modules return one, for example
     M(tokenfactory.spark.model_deployment_info) with C(observe=true) and M(tokenfactory.spark.rollout_info)), this
     callback prints it with the attempt and the seconds waited, so the phase, ready replicas and the last event

@@ -98,7 +98,7 @@ rollouts:
       description: Why it is in this phase; for Failed the pod, container, reason, last exit and log lines.
       type: str
     lastEvent:
-      description: The newest Kubernetes event about the workload or its pods (C(Kind/name Reason: message)).
+      description: "The newest Kubernetes event about the workload or its pods (C(Kind/name Reason: message))."
       type: str
     progressLine:
       description: All of the above on one line.

@@ -73,7 +73,7 @@ rollout:
       description: Why it is in this phase; for Failed the pod, container, reason, last exit and log lines.
       type: str
     lastEvent:
-      description: The newest event about the workload or its pods (C(Kind/name Reason: message)), or empty.
+      description: "The newest event about the workload or its pods (C(Kind/name Reason: message)), or empty."
       type: str
   sample:
     phase: Progressing

@@ -101,9 +101,9 @@ def looks(output, namespace):
     return found
 
 
-def serve_with(tf_lab, then):
-    """Run serve.yml with the node cordoned until its rollout is Pending for a few looks, then `then(client, pod)`;
-    returns (return code, output, namespace)."""
+def serve_with(tf_lab, then, inspect):
+    """Run serve.yml with the node cordoned until its rollout is Pending for a few looks, then `then(client, pod)`,
+    and once it ended inspect(namespace) before the deployment is removed; returns (return code, output, namespace)."""
     client, namespace = kube(tf_lab), f"watch-{uuid.uuid4().hex[:6]}"
     cordon(client, True)
     proc = start_serve(tf_lab, namespace)
@@ -112,6 +112,7 @@ def serve_with(tf_lab, then):
         time.sleep(3)  # a few looks (one per second) while Pending
         then(client, pod)
         output, _ = proc.communicate(timeout=240)
+        inspect(namespace)
     finally:
         cordon(client, False)
         if proc.poll() is None:
@@ -121,8 +122,18 @@ def serve_with(tf_lab, then):
     return proc.returncode, output, namespace
 
 
+def gateway_style_rollout(tf_lab, namespace):
+    """rollout_info (what the gateway role polls) on the engine's Deployment."""
+    return tf_lab.ok("rollout_info", name=DEPLOYMENT, namespace=namespace)
+
+
 def test_rollout_progress_is_printed_until_ready(tf_lab):
-    code, output, namespace = serve_with(tf_lab, lambda client, pod: cordon(client, False))
+    seen_by_rollout_info = []
+    code, output, namespace = serve_with(
+        tf_lab,
+        lambda client, pod: cordon(client, False),
+        lambda ns: seen_by_rollout_info.append(gateway_style_rollout(tf_lab, ns)),
+    )
     assert code == 0, output[-5000:]
     seen = looks(output, namespace)
     pending = [m for m in seen if m["mark"] == "waiting" and m["phase"] == "Pending"]
@@ -131,6 +142,9 @@ def test_rollout_progress_is_printed_until_ready(tf_lab):
     assert [int(m["look"]) for m in seen] == list(range(1, len(seen) + 1))
     assert (seen[-1]["mark"], seen[-1]["phase"], seen[-1]["ready"]) == ("done", "Ready", "1")
     assert "is Ready on spark-01" in output
+    rollout = seen_by_rollout_info[0]
+    assert rollout["rollout"]["phase"] == "Ready" and rollout["rollout"]["readyReplicas"] == 1
+    assert rollout["progress_line"].startswith(f"Deployment {namespace}/{DEPLOYMENT}: Ready, 1/1 ready")
 
 
 @pytest.mark.parametrize(
@@ -142,7 +156,12 @@ def test_rollout_progress_is_printed_until_ready(tf_lab):
     ids=["image-pull", "oom-crash-loop"],
 )
 def test_a_stuck_pod_ends_the_wait_with_its_reason(tf_lab, state, reason):
-    code, output, namespace = serve_with(tf_lab, lambda client, pod: report_stuck(client, pod, state))
+    seen_by_rollout_info = []
+    code, output, namespace = serve_with(
+        tf_lab,
+        lambda client, pod: report_stuck(client, pod, state),
+        lambda ns: seen_by_rollout_info.append(gateway_style_rollout(tf_lab, ns)),
+    )
     assert code != 0, output[-5000:]
     seen = looks(output, namespace)
     assert [m["phase"] for m in seen[:2]] == ["Pending", "Pending"], output[-5000:]
@@ -155,3 +174,21 @@ def test_a_stuck_pod_ends_the_wait_with_its_reason(tf_lab, state, reason):
     if state is OOM:
         assert "last log lines:" in flat
     assert "TASK [Model deployment is Ready]" in output
+    rollout = seen_by_rollout_info[0]
+    assert rollout["rollout"]["phase"] == "Failed"
+    assert f"container engine {reason}" in rollout["progress_line"]
+
+
+def test_gpu_readiness_names_what_is_missing(tf_lab):
+    ready = tf_lab.ok("gpu_readiness_info", labels=["nvidia.com/gpu.product"])
+    assert ready["ready"] and ready["gaps"] == {}
+    assert ready["progress_line"] == "GPU nodes: Ready, 1/1 ready"
+    assert ready["gpus"] == [{"name": NODE_NAME, "count": 1, "product": "NVIDIA-GB10"}]
+    missing = tf_lab.ok(
+        "gpu_readiness_info", nodes=[NODE_NAME, "spark-99"], labels=["nvidia.com/gpu.product", "example.com/absent"]
+    )
+    assert not missing["ready"]
+    assert missing["gaps"] == {NODE_NAME: ["label example.com/absent missing"], "spark-99": ["node not found"]}
+    assert missing["progress_line"] == (
+        "GPU nodes: Pending, 0/2 ready - spark-01: label example.com/absent missing; spark-99: node not found"
+    )
