@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pytest
+from lab.wait import wait_until
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import NODE, POD, KubeClient
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
 
@@ -53,16 +54,6 @@ def start_serve(tf_lab, namespace):
     )
 
 
-def wait_for(describe, probe, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {describe}")
-
-
 def unschedulable_pod(client, namespace):
     """The engine pod once the scheduler has said it cannot place it."""
 
@@ -73,7 +64,7 @@ def unschedulable_pod(client, namespace):
                 return pod
         return None
 
-    return wait_for("the scheduler to report the pod unschedulable", probe)
+    return wait_until(probe, 120, "the scheduler to report the pod unschedulable", interval=0.3)
 
 
 def report_stuck(client, pod, state):
