@@ -117,7 +117,7 @@ def observe(client, kind, name, namespace):
     match = selector(workload)
     pods = client.list(POD, namespace, match) if match else []
     desired = workload["spec"].get("replicas", 1)
-    phase, message, _ = workload_phase(client, desired, workload, pods)
+    phase, message, _nodes = workload_phase(client, desired, workload, pods)
     ready = (workload.get("status") or {}).get("readyReplicas", 0)
     seen = {"phase": phase, "readyReplicas": ready, "replicas": desired, "message": message}
     return seen, [pod["metadata"]["name"] for pod in pods]

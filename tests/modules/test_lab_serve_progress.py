@@ -102,7 +102,7 @@ def serve_with(tf_lab, then, inspect):
         pod = unschedulable_pod(client, namespace)
         time.sleep(3)  # a few looks (one per second) while Pending
         then(client, pod)
-        output, _ = proc.communicate(timeout=240)
+        output, _errors = proc.communicate(timeout=240)
         inspect(namespace)
     finally:
         cordon(client, False)

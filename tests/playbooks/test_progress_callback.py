@@ -41,14 +41,14 @@ def test_each_retry_prints_its_progress_line(tmp_path):
     book = playbook(tmp_path, ["Pending", "Progressing", "Progressing", "Ready"], 5)
     out = run_playbook(book, "-i", "localhost,", "-c", "local", "-M", tmp_path / "library", cwd=ROOT).stdout
     lines = re.findall(r"\[localhost\] (waiting|done) (\d+)(?:/(\d+))?, \d+s: (.*)", out)
-    assert [(mark, n, line) for mark, n, _, line in lines] == [
+    assert [(mark, look, line) for mark, look, _total, line in lines] == [
         ("waiting", "1", "Thing t/x: Pending, 0/3 ready"),
         ("waiting", "2", "Thing t/x: Progressing, 1/3 ready"),
         ("waiting", "3", "Thing t/x: Progressing, 2/3 ready"),
         ("done", "4", "Thing t/x: Ready, 3/3 ready"),
     ], out
     # ansible-core makes `retries: 5` six attempts: the line counts attempts.
-    assert all(total == "6" for mark, _, total, _ in lines if mark == "waiting")
+    assert all(total == "6" for mark, _look, total, _line in lines if mark == "waiting")
 
 
 def test_the_last_line_shows_when_the_wait_runs_out(tmp_path):
