@@ -1,13 +1,13 @@
 """serve.yml shows the rollout as it goes, against the lab's real API server (scheduler, deployment controller,
 kwok): one progress line per look with the phase, ready replicas and why, and a failure naming the pod's reason.
 
-The node is cordoned first so the rollout stays Pending (the scheduler's own message) for a few looks. Then either
+The node is cordoned first so the rollout stays Pending (the scheduler's own message) for two looks. Then either
 the node is uncordoned (kwok runs the pod: Ready), or the pod's status is set the way a kubelet reports an image
 pull failure or an OOM-killed crash loop before it is scheduled; kwok leaves a pod that has an IP alone."""
 
 import re
 import subprocess
-import time
+import threading
 import uuid
 
 import pytest
@@ -93,16 +93,20 @@ def looks(output, namespace):
 
 
 def serve_with(tf_lab, then, inspect):
-    """Run serve.yml with the node cordoned until its rollout is Pending for a few looks, then `then(client, pod)`,
-    and once it ended inspect(namespace) before the deployment is removed; returns (return code, output, namespace)."""
+    """Run serve.yml with the node cordoned until it has printed two Pending looks, then `then(client, pod)`, and
+    once it ended inspect(namespace) before the deployment is removed; returns (return code, output, namespace)."""
     client, namespace = kube(tf_lab), f"watch-{uuid.uuid4().hex[:6]}"
     cordon(client, True)
     proc = start_serve(tf_lab, namespace)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
     try:
         pod = unschedulable_pod(client, namespace)
-        time.sleep(3)  # a few looks (one per second) while Pending
+        wait_until(lambda: sum("waiting" in line and ": Pending, " in line for line in lines) >= 2, 120, "2 looks")
         then(client, pod)
-        output, _errors = proc.communicate(timeout=240)
+        proc.wait(timeout=240)
+        reader.join(timeout=30)
         inspect(namespace)
     finally:
         cordon(client, False)
@@ -110,7 +114,7 @@ def serve_with(tf_lab, then, inspect):
             proc.kill()
         if tf_lab.kube.get(kinds.MODEL_DEPLOYMENT, DEPLOYMENT, namespace):
             tf_lab.ok("model_deployment", name=DEPLOYMENT, namespace=namespace, state="absent")
-    return proc.returncode, output, namespace
+    return proc.returncode, "".join(lines), namespace
 
 
 def gateway_style_rollout(tf_lab, namespace):
