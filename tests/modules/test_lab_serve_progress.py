@@ -1,10 +1,11 @@
-"""serve.yml shows the rollout as it goes, against the lab's real API server (scheduler, deployment controller,
+"""serve.yml (and the GPU readiness wait) show the rollout as it goes, against the lab's real API server (scheduler, deployment controller,
 kwok): one progress line per look with the phase, ready replicas and why, and a failure naming the pod's reason.
 
 The node is cordoned first so the rollout stays Pending (the scheduler's own message) for two looks. Then either
 the node is uncordoned (kwok runs the pod: Ready), or the pod's status is set the way a kubelet reports an image
 pull failure or an OOM-killed crash loop before it is scheduled; kwok leaves a pod that has an IP alone."""
 
+import json
 import re
 import subprocess
 import threading
@@ -15,7 +16,7 @@ from lab.wait import wait_until
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import NODE, POD, KubeClient
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
 
-from tests.playbooks.ansible_run import BIN, ROOT, ansible_env
+from tests.playbooks.ansible_run import BIN, ROOT, ansible_env, run_playbook
 
 pytestmark = pytest.mark.lab
 
@@ -187,3 +188,31 @@ def test_gpu_readiness_names_what_is_missing(tf_lab):
     assert missing["progress_line"] == (
         "GPU nodes: Pending, 0/2 ready - spark-01: label example.com/absent missing; spark-99: node not found"
     )
+
+
+def gpu_wait(tf_lab, tmp_path, extra_labels):
+    """The gpu_operator role's wait (install off, as in the lab) through ansible-playbook."""
+    book = tmp_path / "gpu_wait.yml"
+    role_vars = {
+        "gpu_operator_install": False,
+        "gpu_operator_kubeconfig": str(tf_lab.kubeconfig),
+        "gpu_operator_wait_timeout": 3,
+        "gpu_operator_wait_delay": 1,
+        "gpu_operator_required_labels": ["nvidia.com/gpu.product", *extra_labels],
+    }
+    task = {"ansible.builtin.include_role": {"name": "tokenfactory.spark.gpu_operator", "tasks_from": "wait"}}
+    book.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [{**task, "vars": role_vars}]}]))
+    return run_playbook(book, "-i", "localhost,", "-c", "local", check=False)
+
+
+def test_gpu_readiness_wait_prints_each_look_and_fails_with_the_gap(tf_lab, tmp_path):
+    ready = gpu_wait(tf_lab, tmp_path, [])
+    assert ready.returncode == 0, ready.stdout[-4000:]
+    assert re.search(r"\[localhost\] done 1, \d+s: GPU nodes: Ready, 1/1 ready", ready.stdout), ready.stdout[-4000:]
+    assert "spark-01: 1 x NVIDIA-GB10" in ready.stdout
+
+    missing = gpu_wait(tf_lab, tmp_path, ["example.com/absent"])
+    assert missing.returncode != 0
+    gap = "GPU nodes: Pending, 0/1 ready - spark-01: label example.com/absent missing"
+    assert len(re.findall(rf"\[localhost\] waiting \d+/\d+, \d+s: {gap}", missing.stdout)) >= 2, missing.stdout[-4000:]
+    assert f"GPU nodes not ready after 3 s: {gap}" in " ".join(missing.stdout.split())
