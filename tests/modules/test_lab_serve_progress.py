@@ -1,5 +1,6 @@
-"""serve.yml (and the GPU readiness wait) show the rollout as it goes, against the lab's real API server (scheduler, deployment controller,
-kwok): one progress line per look with the phase, ready replicas and why, and a failure naming the pod's reason.
+"""serve.yml and the GPU readiness wait show their state as they go, against the lab's real API server (scheduler,
+deployment controller, kwok): one progress line per look with the phase, ready replicas and why, and a failure
+naming the pod's reason.
 
 The node is cordoned first so the rollout stays Pending (the scheduler's own message) for two looks. Then either
 the node is uncordoned (kwok runs the pod: Ready), or the pod's status is set the way a kubelet reports an image
