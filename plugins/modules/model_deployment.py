@@ -331,6 +331,7 @@ progress:
 """
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import K8sError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.progress import progress_line
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import RolloutFailed
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import FAILED, PENDING, READY
@@ -357,6 +358,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.op
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.references import reference, require_crd
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.watch import subject
 
 ARG_SPEC = {
     **kind_options("ModelDeployment"),
@@ -505,7 +507,9 @@ class Deployer:
             status = latest["status"]
             # Failed (a stuck pod, a rollout past its deadline) ends the wait at once: present() then fails.
             done = status if status["phase"] in (READY, FAILED) else None
-            return done, f"{status['phase']}: {status['message']}"
+            return done, progress_line(
+                subject(applied), status["phase"], status["readyReplicas"], status["replicas"], status["message"]
+            )
 
         try:
             return self.tfm.wait_until(f"ModelDeployment {self.namespace}/{self.name} to be Ready", check)

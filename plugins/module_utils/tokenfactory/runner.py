@@ -40,9 +40,10 @@ def run_object(tfm, rtype, result_key, present, used_by=None, check_name=dns_sub
     tfm.run(body)
 
 
-def run_info(rtype, result_key):
-    """Body of every *_info module: one object by name or all matching the label selectors, never secret data."""
-    tfm = TokenFactoryModule(INFO_OPTIONS, base_spec=NAMESPACE_ARG_SPEC)
+def run_info(rtype, result_key, options=None, extra=None):
+    """Body of every *_info module: one object by name or all matching the label selectors, never secret data;
+    `options` extend the argument spec and extra(tfm, items) adds keys to the result."""
+    tfm = TokenFactoryModule({**INFO_OPTIONS, **(options or {})}, base_spec=NAMESPACE_ARG_SPEC)
 
     def body():
         params = tfm.params
@@ -54,6 +55,7 @@ def run_info(rtype, result_key):
             items = tfm.client.list(rtype, params["namespace"], ",".join(params["label_selectors"]) or None)
         for item in items:
             item["metadata"].pop("managedFields", None)
-        return {result_key: sorted(items, key=lambda o: o["metadata"]["name"])}
+        items = sorted(items, key=lambda o: o["metadata"]["name"])
+        return {result_key: items, **(extra(tfm, items) if extra else {})}
 
     tfm.run(body)
