@@ -108,48 +108,18 @@ served_name:
   sample: Qwen/Qwen2-0.5B-Instruct
 """
 
-from decimal import Decimal
-
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.capacity import (
-    KNOWN_ARCHITECTURES,
-    known_architecture,
-)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
     MODEL,
     MODEL_DEPLOYMENT,
     PROVIDER,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.model_architecture import resolve
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
-    ValidationError,
-    model_source,
-)
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import FIELDS
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import (
-    kind_fields,
-    kind_options,
-    to_fields,
-)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import model_source
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.references import reference
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
-
-
-def architecture_spec(given, source):
-    if given is None:
-        facts = known_architecture(source)
-        if facts is None:
-            known = ", ".join(sorted(KNOWN_ARCHITECTURES))
-            raise ValidationError(
-                "architecture",
-                f"no built-in facts for {source!r}; pass architecture (parameters_billions, num_layers, num_kv_heads, "
-                f"head_dim, max_context_length, dtype) from its config.json. Known: {known}",
-            )
-        return facts
-    facts = to_fields(FIELDS["Model"]["architecture"]["options"], given, "architecture.")
-    if Decimal(facts["parametersBillions"]) <= 0:
-        raise ValidationError("architecture.parameters_billions", "must be greater than 0")
-    return facts
 
 
 def main():
@@ -164,9 +134,14 @@ def main():
         source = model_source("source", params["source"], provider["spec"]["type"])
         given = {**params, "served_name": params["served_name"] or source}
         spec = kind_fields("Model", given, skip=("architecture",))
-        spec["architecture"] = architecture_spec(params["architecture"], source)
+        current = tfm.client.get(MODEL, name, namespace)
+        spec["architecture"], status = resolve(
+            tfm, params["architecture"], provider, source, params["revision"], current
+        )
         stored = tfm.objects.ensure(tf_object("Model", name, namespace, spec))
-        return {"model": stored, "served_name": spec["servedName"]}
+        if status is not None:
+            stored = tfm.objects.write_status(stored, status)
+        return {"model": stored, "served_name": spec["servedName"], "architecture": spec["architecture"]}
 
     run_object(tfm, MODEL, "model", present, used_by=(MODEL_DEPLOYMENT, "model"))
 
