@@ -61,7 +61,7 @@ def test_missing_files_and_repositories_get_the_hub_error_codes(hub):
 def test_with_a_token_every_repository_is_private(tmp_path):
     (tmp_path / "org" / "tiny").mkdir(parents=True)
     (tmp_path / "org" / "tiny" / "config.json").write_text("{}")
-    server = Hub(("127.0.0.1", 0), tmp_path, token="hub-token")  # noqa: S106 - a test credential
+    server = Hub(("127.0.0.1", 0), tmp_path, token="hub-token")
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/org/tiny/resolve/main/config.json"
     try:

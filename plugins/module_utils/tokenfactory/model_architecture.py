@@ -33,7 +33,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.op
 
 ARCHITECTURE_OPTIONS = FIELDS["Model"]["architecture"]["options"]
 BUILT_IN = "built-in"
-PASS_IT = "pass architecture (values from the model's config.json)"
+HOW_TO_FIX = "pass architecture (values from the model's config.json)"
 
 
 def checked(option_value, prefix):
@@ -97,13 +97,14 @@ def resolve(tfm, given, provider, source, revision, current):
         option, origin = fetch(tfm, provider, source, revision)
         facts = checked(option, f"architecture (derived from {origin}).")
     except ConfigError as exc:
-        raise ValidationError("architecture", f"cannot derive it: {exc}; {PASS_IT}") from None
+        raise ValidationError("architecture", f"cannot derive it: {exc}; {HOW_TO_FIX}") from None
     except (FetchError, UnsupportedSource) as exc:
         answered = getattr(exc, "answered", False)
         if answered or known is None:
             field = "source" if answered else "architecture"
             also = "" if answered else "; no built-in facts either"
-            raise ValidationError(field, f"cannot derive the architecture of {source!r}: {exc}{also}; {PASS_IT}") from None
+            message = f"cannot derive the architecture of {source!r}: {exc}{also}; {HOW_TO_FIX}"
+            raise ValidationError(field, message) from None
         tfm.module.warn(f"architecture of {source}: using the built-in facts ({exc})")
         facts, origin = known, BUILT_IN
     status_from = {**key, MODEL_ARCHITECTURE_FROM[-1]: origin}

@@ -27,8 +27,16 @@ KEYS = {
     "max_context_length": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
 }
 # Weight storage types as configs spell them -> the domain's dtypes.
-CONFIG_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16", "fp32": "float32",
-                 "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
+CONFIG_DTYPES = {
+    "float32": "float32",
+    "bfloat16": "bfloat16",
+    "float16": "float16",
+    "fp32": "float32",
+    "bf16": "bfloat16",
+    "fp16": "float16",
+    "half": "float16",
+    "float": "float32",
+}
 QUANT_ALGOS = {"fp8": "fp8", "nvfp4": "nvfp4", "w4a16_awq": "int4", "int4_awq": "int4"}
 BILLION = Decimal(10**9)
 SIX_PLACES = Decimal("0.000001")

@@ -62,7 +62,9 @@ def file_base(provider_type, source, revision=None, url=None):
         return f"{url or HUB_URL}/{source}/resolve/{urllib.parse.quote(revision or DEFAULT_REVISION, safe='')}/"
     if provider_type == "ngc":
         if not url:
-            raise UnsupportedSource("NGC models are read only through a mirror in the hub's layout (set the Provider's url)")
+            raise UnsupportedSource(
+                "NGC models are read only through a mirror in the hub's layout (set the Provider url)"
+            )
         path, _, tag = source.partition(":")
         return f"{url}/{path}/resolve/{urllib.parse.quote(revision or tag or DEFAULT_REVISION, safe='')}/"
     if provider_type == "s3":
@@ -77,6 +79,8 @@ class ModelFiles:
     """The files of one model revision, read over HTTP(S) with the Provider's credential."""
 
     def __init__(self, base, token=None, timeout=TIMEOUT_S):
+        if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
+            raise UnsupportedSource(f"{base}: only http and https URLs are read")
         self.base, self._token, self.timeout = base, token, timeout
         self._open = _opener().open
 
@@ -85,7 +89,7 @@ class ModelFiles:
 
     def _request(self, name, byte_range=None):
         url = self.url(name)
-        request = urllib.request.Request(url, headers={"User-Agent": "tokenfactory.spark"})
+        request = urllib.request.Request(url, headers={"User-Agent": "tokenfactory.spark"})  # noqa: S310 - http(s) only
         if self._token:
             request.add_unredirected_header("Authorization", f"Bearer {self._token}")
         if byte_range:

@@ -132,7 +132,7 @@ def test_derive_falls_back_to_the_single_file_header_and_names_both_when_neither
     header = {"w": {"shape": [4096, 4096]}}
     facts = mc.derive(Files({"config.json": LLAMA_31_8B, "model.safetensors": header}))
     assert facts["parameters_billions"] == "0.016777"
-    with pytest.raises(FetchError, match="neither this nor model.safetensors exists"):
+    with pytest.raises(FetchError, match=r"neither this nor model\.safetensors exists"):
         mc.derive(Files({"config.json": LLAMA_31_8B}))
-    with pytest.raises(mc.ConfigError, match="metadata.total_size is None"):
+    with pytest.raises(mc.ConfigError, match=r"metadata\.total_size is None"):
         mc.derive(Files({"config.json": LLAMA_31_8B, "model.safetensors.index.json": {"weight_map": {}}}))

@@ -10,7 +10,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory im
 from lab.hub import Hub
 from lab.processes import free_port
 
-TOKEN = "hf_unit_test_secret"  # noqa: S105 - a test credential
+TOKEN = "hf_unit_test_secret"
 
 
 def safetensors(tensors):
@@ -24,7 +24,9 @@ def hub_root(tmp_path):
     repo.mkdir(parents=True)
     (repo / "config.json").write_text('{"num_hidden_layers": 3}')
     (repo / "broken.json").write_text("{not json")
-    (repo / "model.safetensors").write_bytes(safetensors({"w": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 64]}}))
+    (repo / "model.safetensors").write_bytes(
+        safetensors({"w": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 64]}})
+    )
     return tmp_path
 
 
@@ -49,7 +51,7 @@ def test_file_layouts_per_provider_type():
     assert mf.file_base("ngc", "nim/meta/llama:1.5", None, "http://m") == "http://m/nim/meta/llama/resolve/1.5/"
     assert mf.file_base("s3", "s3://bucket/models/m") == "https://bucket.s3.amazonaws.com/models/m/"
     assert mf.file_base("s3", "s3://bucket/models/m/", url="http://minio:9000") == "http://minio:9000/bucket/models/m/"
-    with pytest.raises(mf.UnsupportedSource, match="set the Provider's url"):
+    with pytest.raises(mf.UnsupportedSource, match="set the Provider url"):
         mf.file_base("ngc", "nim/meta/llama")
 
 
@@ -69,7 +71,7 @@ def test_answered_errors_name_the_url_and_the_reason(hub):
         f"{hub}/org/made-up/resolve/main/model.safetensors.index.json: "
         "HTTP 404 EntryNotFound: not found (check source and revision)"
     )
-    with pytest.raises(mf.FetchError, match="broken.json: is not valid JSON"):
+    with pytest.raises(mf.FetchError, match=r"broken\.json: is not valid JSON"):
         files.json("broken.json")
     with pytest.raises(mf.FetchError, match="not a safetensors file"):
         files.safetensors_header("config.json")
