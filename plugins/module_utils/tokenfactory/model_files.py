@@ -65,10 +65,10 @@ def file_base(provider_type, source, revision=None, url=None):
             raise UnsupportedSource(
                 "NGC models are read only through a mirror in the hub's layout (set the Provider url)"
             )
-        path, _, tag = source.partition(":")
+        path, tag = source.partition(":")[::2]
         return f"{url}/{path}/resolve/{urllib.parse.quote(revision or tag or DEFAULT_REVISION, safe='')}/"
     if provider_type == "s3":
-        bucket, _, key = source[len("s3://") :].partition("/")
+        bucket, key = source[len("s3://") :].partition("/")[::2]
         key = key.strip("/")
         base = f"{url}/{bucket}" if url else f"https://{bucket}.s3.amazonaws.com"
         return f"{base}/{key}/" if key else f"{base}/"
