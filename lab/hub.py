@@ -8,7 +8,8 @@ What huggingface_hub (2.x) and transformers ask for is answered: repository info
 (GET /api/models/<repo>[/revision/<rev>]), the file tree (GET /api/models/<repo>/tree/<rev>), and files
 (HEAD/GET /<repo>/resolve/<rev>/<path>) with X-Repo-Commit, ETag and Content-Length; a missing file is a 404
 with X-Error-Code: EntryNotFound, a missing repository RepoNotFound, as the hub answers. Every revision name
-resolves to the repository's one commit (a hash of its files).
+resolves to the repository's one commit (a hash of its files). With --token-env VAR every repository is private,
+as on the hub: a request without `Authorization: Bearer <the token in $VAR>` gets a 401 (X-Error-Code: GatedRepo).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import http.server
+import hmac
 import json
+import os
 import pathlib
 import re
 import sys
@@ -62,9 +65,10 @@ class Repository:
 class Hub(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, root: pathlib.Path):
+    def __init__(self, address, root: pathlib.Path, token: str | None = None):
         super().__init__(address, Handler)
         self.root = root
+        self.token = token
         self.repositories: dict[str, Repository] = {}
 
     def repository(self, repo_id: str) -> Repository | None:
@@ -97,12 +101,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             match = pattern.match(path)
             if match:
                 repository = self.server.repository(match["repo"])
+                if not self.authorized():
+                    return self.error(401, "GatedRepo", f"Access to model {match['repo']} is restricted")
                 if repository is None:
                     return self.error(404, "RepoNotFound", f"Repository {match['repo']} not found")
                 if kind == "file":
                     return self.file(repository, match["path"], head)
                 return self.json(200, repository.info() if kind == "info" else repository.tree(), head)
         return self.error(404, "EntryNotFound", f"{path} not found")
+
+    def authorized(self) -> bool:
+        if self.server.token is None:
+            return True
+        expected = f"Bearer {self.server.token}".encode()
+        return hmac.compare_digest(self.headers.get("Authorization", "").encode(), expected)
 
     def file(self, repository: Repository, name: str, head: bool):
         if name not in repository.oids:
@@ -138,9 +150,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--root", required=True, type=pathlib.Path, help="directory of <org>/<name> repositories")
     parser.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (port 0: any free port)")
+    parser.add_argument("--token-env", help="environment variable holding the token every request must carry")
     args = parser.parse_args(argv)
     host, port = args.listen.rsplit(":", 1)
-    hub = Hub((host, int(port)), args.root)
+    hub = Hub((host, int(port)), args.root, os.environ[args.token_env] if args.token_env else None)
     print(json.dumps({"url": f"http://{host}:{hub.server_address[1]}"}), flush=True)
     hub.serve_forever()
 

@@ -14,9 +14,27 @@ description:
   - Creates or updates a C(Model) (C(tokenfactory.io/v1alpha1)) that points at weights of a C(Provider) -
     a Hugging Face repo id, an NGC path, or an object storage URL (checked against the provider's type).
   - C(spec.servedName) is the OpenAI C(model) field clients send to the gateway.
-  - C(spec.architecture) feeds the capacity check of M(tokenfactory.spark.model_deployment). It is filled in for
-    well-known models (for example C(Qwen/Qwen2-0.5B-Instruct), C(meta-llama/Llama-3.1-8B-Instruct)); pass
-    O(architecture) for others (values from the model's C(config.json)).
+  - C(spec.architecture) feeds the capacity check of M(tokenfactory.spark.model_deployment). Without
+    O(architecture) the module derives it from the model's own files, read through the Provider - layers, KV heads,
+    head dimension and context length from C(config.json) (C(num_key_value_heads) defaults to
+    C(num_attention_heads), C(head_dim) to C(hidden_size / num_attention_heads), C(text_config) of multimodal configs
+    is read, the dtype from C(torch_dtype)/C(dtype) or C(quantization_config)), the parameter count from
+    C(model.safetensors.index.json) (C(metadata.total_size) / bytes per parameter) or the header of a single
+    C(model.safetensors) (only its first bytes are read).
+  - C(huggingface) providers are read at C(<url>/<org>/<name>/resolve/<revision>/<file>), C(url) defaulting to
+    C(https://huggingface.co) (set the Provider's C(url) for a mirror) and O(revision) to C(main), with the
+    Provider's token as an C(Authorization) bearer header (sent only to that host, never logged or returned).
+    C(ngc) models are read only through a mirror in the same layout (the Provider's C(url) is required; the tag is
+    the revision).
+    C(s3) models are read with unsigned HTTPS GETs (public buckets and mirrors) at C(<url>/<bucket>/<path>/<file>),
+    or C(https://<bucket>.s3.amazonaws.com/<path>/<file>) without C(url).
+  - The derived facts are cached in the Model's C(status.architecture) with what they came from
+    (C(status.architectureFrom) - provider, source, revision, provider URL, origin); a re-run with the same values
+    reads no file. Check mode reads the files and writes nothing.
+  - HTTP 401/403/404 or an unreadable C(config.json) fail naming the URL. Only when the files cannot be reached
+    (no network, 5xx, NGC without mirror) does the module use its built-in facts of a few well-known models (for
+    example C(Qwen/Qwen2-0.5B-Instruct), C(meta-llama/Llama-3.1-8B-Instruct)) with a warning; O(architecture)
+    always wins and reads nothing.
   - Credentials come from the Provider's Secret; nothing secret is stored on the Model.
 author:
   - Token Factory maintainers (@tokenfactory)
@@ -37,7 +55,9 @@ options:
     description: OpenAI model name clients use. Defaults to O(source).
     type: str
   architecture:
-    description: Size facts for the capacity check. Defaults to the built-in facts of well-known models.
+    description:
+      - Size facts for the capacity check. When given, nothing is read from the Provider.
+      - Default - derived from the model's C(config.json) and weight index (see the description).
     type: dict
     suboptions:
       parameters_billions:
@@ -72,14 +92,22 @@ extends_documentation_fragment:
 """
 
 EXAMPLES = r"""
-- name: Qwen2 0.5B Instruct from Hugging Face (architecture filled in)
+- name: Qwen2 0.5B Instruct from Hugging Face (architecture derived from its config.json)
   tokenfactory.spark.model:
     name: qwen2-0-5b
     namespace: tokenfactory
     provider: huggingface
     source: Qwen/Qwen2-0.5B-Instruct
 
-- name: A model the collection does not know
+- name: Any model of a private hub mirror (the Provider's url and token are used)
+  tokenfactory.spark.model:
+    name: my-model
+    namespace: tokenfactory
+    provider: hf-mirror
+    source: my-org/my-model
+    revision: v2
+
+- name: Architecture given explicitly (nothing is fetched)
   tokenfactory.spark.model:
     name: my-model
     namespace: tokenfactory
@@ -101,6 +129,12 @@ model:
   description: The Model object as stored.
   returned: always
   type: dict
+architecture:
+  description: The architecture facts in C(spec.architecture) (given, cached, derived or built-in).
+  returned: when state=present
+  type: dict
+  sample: {parametersBillions: "0.494", numLayers: 24, numKVHeads: 2, headDim: 64, maxContextLength: 32768,
+    dtype: bfloat16}
 served_name:
   description: The OpenAI model name of this model.
   returned: when state=present
@@ -108,48 +142,18 @@ served_name:
   sample: Qwen/Qwen2-0.5B-Instruct
 """
 
-from decimal import Decimal
-
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.capacity import (
-    KNOWN_ARCHITECTURES,
-    known_architecture,
-)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
     MODEL,
     MODEL_DEPLOYMENT,
     PROVIDER,
     tf_object,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.model_architecture import resolve
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
-    ValidationError,
-    model_source,
-)
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import FIELDS
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import (
-    kind_fields,
-    kind_options,
-    to_fields,
-)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import model_source
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_fields, kind_options
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.references import reference
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
-
-
-def architecture_spec(given, source):
-    if given is None:
-        facts = known_architecture(source)
-        if facts is None:
-            known = ", ".join(sorted(KNOWN_ARCHITECTURES))
-            raise ValidationError(
-                "architecture",
-                f"no built-in facts for {source!r}; pass architecture (parameters_billions, num_layers, num_kv_heads, "
-                f"head_dim, max_context_length, dtype) from its config.json. Known: {known}",
-            )
-        return facts
-    facts = to_fields(FIELDS["Model"]["architecture"]["options"], given, "architecture.")
-    if Decimal(facts["parametersBillions"]) <= 0:
-        raise ValidationError("architecture.parameters_billions", "must be greater than 0")
-    return facts
 
 
 def main():
@@ -164,9 +168,14 @@ def main():
         source = model_source("source", params["source"], provider["spec"]["type"])
         given = {**params, "served_name": params["served_name"] or source}
         spec = kind_fields("Model", given, skip=("architecture",))
-        spec["architecture"] = architecture_spec(params["architecture"], source)
+        current = tfm.client.get(MODEL, name, namespace)
+        spec["architecture"], status = resolve(
+            tfm, params["architecture"], provider, source, params["revision"], current
+        )
         stored = tfm.objects.ensure(tf_object("Model", name, namespace, spec))
-        return {"model": stored, "served_name": spec["servedName"]}
+        if status is not None:
+            stored = tfm.objects.write_status(stored, status)
+        return {"model": stored, "served_name": spec["servedName"], "architecture": spec["architecture"]}
 
     run_object(tfm, MODEL, "model", present, used_by=(MODEL_DEPLOYMENT, "model"))
 

@@ -56,3 +56,19 @@ def test_missing_files_and_repositories_get_the_hub_error_codes(hub):
     assert headers["X-Repo-Commit"]  # transformers tells "no such file" from "no such repo" by it
     status, headers, _body = get(f"{hub}/api/models/org/missing")
     assert (status, headers["X-Error-Code"]) == (404, "RepoNotFound")
+
+
+def test_with_a_token_every_repository_is_private(tmp_path):
+    (tmp_path / "org" / "tiny").mkdir(parents=True)
+    (tmp_path / "org" / "tiny" / "config.json").write_text("{}")
+    server = Hub(("127.0.0.1", 0), tmp_path, token="hub-token")
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/org/tiny/resolve/main/config.json"
+    try:
+        status, headers, _body = get(url)
+        assert (status, headers["X-Error-Code"]) == (401, "GatedRepo")
+        request = urllib.request.Request(url, headers={"Authorization": "Bearer hub-token"})
+        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
+            assert answer.status == 200 and answer.read() == b"{}"
+    finally:
+        server.shutdown()

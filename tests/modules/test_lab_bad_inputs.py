@@ -121,11 +121,6 @@ CASES = [
         "source: 's3://bucket/x' is not a Hugging Face repo id like Qwen/Qwen2-0.5B-Instruct "
         "(provider type huggingface)",
     ),
-    (
-        "model",
-        {**MODEL, "source": "my-org/my-model"},
-        "architecture: no built-in facts for 'my-org/my-model'; pass architecture",
-    ),
     ("model", {**MODEL, "provider": "ngc"}, "provider: Provider 'ngc' not found in namespace {ns} (existing: hf)"),
     (
         "model",

@@ -22,8 +22,8 @@ RUNTIME_OVERHEAD_BYTES = 2 * GIB
 DEFAULT_UTILIZATION = {"discrete": 0.90, "unified": 0.75}
 MAX_UTILIZATION = {"discrete": 0.95, "unified": 0.85}
 
-# Architecture facts of a few well-known models (from their config.json), so the model module can fill
-# spec.architecture without reaching a model hub. Others must pass `architecture`.
+# Architecture facts of a few well-known models (from their config.json): the model module's fallback when it
+# cannot reach the model's files (model_architecture.py); any other model's facts are derived from its files.
 KNOWN_ARCHITECTURES = {
     "Qwen/Qwen2-0.5B-Instruct": ("0.494", 24, 2, 64, 32768, "bfloat16"),
     "Qwen/Qwen2.5-7B-Instruct": ("7.62", 28, 4, 128, 32768, "bfloat16"),

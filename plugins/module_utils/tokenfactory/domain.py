@@ -76,6 +76,11 @@ DTYPES = {
     "nvfp4": "0.5625",
     "int4": "0.5625",
 }
+# Model status, written by the model module: the architecture facts it derived (from the weights' config.json
+# and weight index read through the Provider, or from the built-in table) and what they were derived from. A re-run
+# whose provider, source, revision and provider URL match `architectureFrom` reuses them instead of fetching again.
+MODEL_STATUS = {"architecture": "architecture", "from": "architectureFrom"}
+MODEL_ARCHITECTURE_FROM = ["provider", "source", "revision", "providerURL", "origin"]
 KV_CACHE_DTYPES = ["auto", "fp8"]
 CURRENCY_DEFAULT = "USD"
 
