@@ -16,6 +16,11 @@ NODE_IPS = {FIRST: "192.168.100.1", SECOND: "192.168.100.2"}
 LINK_MTU = 9000
 # IPv4 + ICMP headers: the largest ping payload that fits the MTU unfragmented.
 PING_OVERHEAD = 28
+# busybox httpd answering with the client address it sees (CGI REMOTE_ADDR).
+ADDR_SERVER = (
+    "mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho $REMOTE_ADDR\\n'"
+    " > /www/cgi-bin/addr && chmod +x /www/cgi-bin/addr && exec httpd -f -p 8080 -h /www"
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +36,11 @@ def second():
 
 @pytest.fixture(scope="module")
 def pods(first):
-    """One test pod pinned to each node."""
-    created = {node: run_pod(first, f"tf-pair-{node}", node=node) for node in (FIRST, SECOND)}
+    """One test pod pinned to each node; the first one's answers HTTP with the client's address."""
+    created = {
+        FIRST: run_pod(first, f"tf-pair-{FIRST}", node=FIRST, command=["sh", "-c", ADDR_SERVER]),
+        SECOND: run_pod(first, f"tf-pair-{SECOND}", node=SECOND),
+    }
     yield created
     delete_pods(first, *(pod["metadata"]["name"] for pod in created.values()))
 
@@ -101,3 +109,13 @@ def test_coredns_resolves_kubernetes_default_from_the_second_node(first, pods):
     assert resolved[:2] == ["10.96.0.1", "kubernetes.default.svc.cluster.local"]
     # The Service VIP reaches the API server on the first node through kube-proxy's rules and the link.
     assert "ok" in kubectl(first, f"exec {name} -- curl -sSk --max-time 5 https://kubernetes.default/livez")
+
+
+def test_pod_traffic_between_nodes_keeps_the_pod_address(first, pods):
+    """No SNAT between the nodes' pod subnets: the server on the first node sees the client pod's own address."""
+    server = pods[FIRST]["status"]["podIP"]
+    seen = kubectl(
+        first, f"exec {pods[SECOND]['metadata']['name']} -- curl -sS --max-time 5 http://{server}:8080/cgi-bin/addr"
+    )
+    # busybox listens on a dual-stack socket: IPv4 clients show as [::ffff:a.b.c.d].
+    assert seen.strip().removeprefix("[::ffff:").removesuffix("]") == pods[SECOND]["status"]["podIP"]
