@@ -1,4 +1,4 @@
-"""The real pair: kubeadm init on tf-spark-a, join of tf-spark-b over the (SIMULATED) CX-7 link, pods across nodes."""
+"""The real pair: kubeadm init on tf-spark-01, join of tf-spark-02 over the (SIMULATED) CX-7 link, pods across nodes."""
 
 import ipaddress
 
@@ -9,7 +9,7 @@ from tests.host_roles.cluster_checks import condition, delete_pods, get, kubectl
 
 pytestmark = pytest.mark.molecule
 
-FIRST, SECOND = "tf-spark-a", "tf-spark-b"
+FIRST, SECOND = "tf-spark-01", "tf-spark-02"
 LINK = "enp1s0f0np0"
 # Node IPs: the link addresses the connectx role gives (inventories/spark-pair: connectx_link_cidr 192.168.100.0/30).
 NODE_IPS = {FIRST: "192.168.100.1", SECOND: "192.168.100.2"}
