@@ -35,6 +35,6 @@ test-host-roles: host-image
 test-cni: bootstrap lab-bins
 	$(PYTEST) -m lab -p no:cacheprovider tests/host_roles
 
-# Measured here one by one (2 shared cores, load 6-11): default 4.7 min, pair 3.8, arm64 7.7 (qemu-user), host roles 4.0,
+# Measured here one by one (2 shared cores, load 6-11): default 4.7 min, pair 6.1 (two kubelets, load 4-5), arm64 7.7 (qemu-user), host roles 4.0,
 # cni 2.4.
 test-molecule: molecule-default molecule-pair molecule-arm64 test-host-roles test-cni

@@ -169,3 +169,16 @@ def test_bootstrap_rejects_unknown_extra_naming_the_allowed_values():
     assert proc.returncode == 2
     assert "--with gpu: allowed values are lab-bins, engine, host-image, all" in proc.stderr
     assert proc.stdout == "", "bad input must fail before any step runs"
+
+
+def test_pair_scenario_links_every_file_of_the_pair_inventory():
+    """molecule/pair links inventories/spark-pair/group_vars file by file (no directory symlinks): none missing."""
+    inventory = ROOT / "inventories/spark-pair/group_vars"
+    scenario = ROOT / "molecule/pair/group_vars"
+    expected = {p.relative_to(inventory) for p in inventory.rglob("*.yml")}
+    linked = {p.relative_to(scenario) for p in scenario.rglob("*.yml") if p.parent != scenario}
+    assert linked == expected
+    for rel in expected:
+        assert (scenario / rel).is_symlink() and (scenario / rel).resolve() == (inventory / rel).resolve(), rel
+    lab = ROOT / "inventories/lab/group_vars/tf_lab_nodes/lab_node.yml"
+    assert (scenario / "tf_lab_nodes.yml").resolve() == lab.resolve()

@@ -6,7 +6,7 @@ pytestmark = pytest.mark.molecule
 
 # The link network's interface name, pinned in molecule.yml (a DGX Spark CX-7 port name).
 LINK = "enp1s0f0np0"
-ADDRESSES = {"tf-spark-a": ("192.168.100.1", "192.168.100.2"), "tf-spark-b": ("192.168.100.2", "192.168.100.1")}
+ADDRESSES = {"tf-spark-01": ("192.168.100.1", "192.168.100.2"), "tf-spark-02": ("192.168.100.2", "192.168.100.1")}
 
 
 def addresses(host):
