@@ -118,7 +118,7 @@ def test_dcgm_metrics_configmap_is_applied_once(tmp_path, lab_cluster):
     role_vars = {"gpu_operator_kubeconfig": str(lab_cluster.kubeconfig), "gpu_operator_namespace": namespace}
     task = {"ansible.builtin.include_role": {"name": ROLE, "tasks_from": "dcgm_metrics"}, "vars": role_vars}
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
-    runs = [run_playbook(playbook, "-i", "localhost,", "-c", "local").stdout for _ in range(2)]
+    runs = [run_playbook(playbook, "-i", "localhost,", "-c", "local").stdout for _run in range(2)]
     assert [int(re.search(r"changed=(\d+)", out.split("PLAY RECAP")[-1])[1]) for out in runs] == [2, 0]
     config_map = client(lab_cluster.kubeconfig).get(CONFIG_MAP, "tokenfactory-dcgm-metrics", namespace)
     applied = config_map["data"]["dcgm-metrics.csv"]
