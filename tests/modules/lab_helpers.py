@@ -6,6 +6,7 @@ import io
 import json
 import uuid
 
+from ansible.module_utils import _internal
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s import client as k8s
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
@@ -32,8 +33,14 @@ def run_module(module_name, default_kubeconfig, check_mode=False, diff=False, **
     module = importlib.import_module(f"ansible_collections.tokenfactory.spark.plugins.modules.{module_name}")
     args = {"kubeconfig": str(default_kubeconfig), **args, "_ansible_check_mode": check_mode, "_ansible_diff": diff}
     out = io.StringIO()
-    with patch_module_args(args), contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-        module.main()
+    # A module runs target-side: once any test in this process has loaded controller code, Ansible would send
+    # module.warn() to the controller's display instead of the result's `warnings`.
+    controller, _internal.is_controller = _internal.is_controller, False
+    try:
+        with patch_module_args(args), contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+            module.main()
+    finally:
+        _internal.is_controller = controller
     text = out.getvalue()
     return json.loads(text[text.index("{") :])
 

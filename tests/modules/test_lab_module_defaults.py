@@ -63,6 +63,7 @@ def test_readme_module_defaults_reach_every_module_of_both_groups(tf_lab, gatewa
             "tenants": ["acme"],
         },
         "model_deployment_info": {"name": f"qwen-{suffix}"},
+        "rollout_info": {"name": f"qwen-{suffix}"},
         "cluster_health_info": {"prometheus_url": prometheus.url, "require_gpu_metrics": False},
         "tenant": {"name": "acme"},
         "api_key": {"tenant": "acme", "name": "readme", "key_file": str(tmp_path / "key")},
@@ -93,6 +94,7 @@ def test_readme_module_defaults_reach_every_module_of_both_groups(tf_lab, gatewa
     assert all(not outcome[name].get("failed") for name in modules), outcome
     assert outcome["model_deployment"]["status"]["phase"] == "Ready"
     assert [m["metadata"]["name"] for m in outcome["model_info"]["models"]] == [f"qwen-{suffix}"]
+    assert outcome["rollout_info"]["rollout"]["phase"] in {"Pending", "Progressing", "Ready"}
     assert outcome["tenant"]["tenant"]["name"] == "acme"
     assert outcome["api_key"]["api_key"]["tenant"] == "acme" and pathlib.Path(tmp_path / "key").stat().st_size > 0
     assert outcome["usage_info"]["usage"] == []
