@@ -79,7 +79,8 @@ def test_kube_system_pods_running_on_both_nodes(first):
     assert proxies == {FIRST, SECOND}
 
 
-def test_routes_to_the_other_nodes_pod_subnet_go_over_the_link(first, second):
+def test_routes_to_the_other_nodes_pod_subnet_go_over_the_link(first, second, pods):
+    """The bridge plugin creates cni0 with the first pod on a node: `pods` pins one to each."""
     cidrs = {name: get(first, f"node {name}")["spec"]["podCIDR"] for name in (FIRST, SECOND)}
     for host, peer in ((first, SECOND), (second, FIRST)):
         routes = host.check_output("ip route show proto 233")
