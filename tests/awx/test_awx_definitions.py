@@ -8,7 +8,16 @@ import pytest
 import yaml
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import inventory
 
-from tests.awx.definitions import AWX, ROOT, awx_file, check_against_spec, load, module_options, playbook_closure, survey
+from tests.awx.definitions import (
+    AWX,
+    ROOT,
+    awx_file,
+    check_against_spec,
+    load,
+    module_options,
+    playbook_closure,
+    survey,
+)
 
 JOB_TEMPLATES = awx_file("job_templates.yml")["job_templates"]
 WORKFLOWS = awx_file("workflows.yml")["workflows"]

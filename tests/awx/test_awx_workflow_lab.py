@@ -1,5 +1,5 @@
-"""The provision -> serve -> tenants -> validate workflow as AWX runs it, through ansible-runner, against the lab's real API
-server (kwok GB10 node), a real gateway (PostgreSQL, Redis) and the synthetic engine behind it.
+"""The provision -> serve -> tenants -> validate workflow as AWX runs it, through ansible-runner, against the lab's
+real API server (kwok GB10 node), a real gateway (PostgreSQL, Redis) and the synthetic engine behind it.
 
 What stands in for the heavy lab: provision runs only its hand-over play (job tags; the kubernetes role's output,
 the admin kubeconfig on the state directory, is the lab's kubeconfig copied there), and the engine is the
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.gateway]
 SERVED = "qwen2-0.5b-instruct"
 
 
-def test_provision_serve_tenants_validate_hand_on_the_cluster_and_the_key(tf_lab, gateway_factory, awx_project, tmp_path):  # noqa: F811
+def test_the_workflow_hands_on_the_cluster_and_the_tenants_key(tf_lab, gateway_factory, awx_project, tmp_path):  # noqa: F811
     project, env = awx_project
     namespace = f"awx-{uuid.uuid4().hex[:6]}"
     state = tmp_path / "state"  # awx_state_dir: outlives every job's private data directory

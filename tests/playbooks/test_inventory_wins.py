@@ -118,4 +118,3 @@ def test_an_h100_inventory_deploys_on_h100(lab_cluster_factory, tmp_path):
     assert before.rsplit("TASK [", 1)[-1].startswith("Load the deployment and check the SLOs"), out[-3000:]
     assert "https://llm.h100.example.com:8443/v1" in fatal and "of 2 requests failed" in fatal, fatal[:3000]
     assert "tfk-h100-inventory-test" not in out
-
