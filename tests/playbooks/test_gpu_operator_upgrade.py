@@ -76,7 +76,8 @@ def cluster_policy_properties(cluster):
 
 def release(cluster):
     out = subprocess.run(
-        [cni_sources.lab_binary("helm"), "--kubeconfig", str(cluster.kubeconfig), "list", "-n", NAMESPACE, "-o", "json"],
+        [cni_sources.lab_binary("helm"), "--kubeconfig", str(cluster.kubeconfig),
+         "list", "-n", NAMESPACE, "-o", "json"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     [item] = json.loads(out.stdout)
