@@ -224,11 +224,15 @@ def rendered(lab, namespace, name):
     return render(md, model["spec"], provider, plan)
 
 
+# Lists admission plugins extend: default not-ready/unreachable tolerations, the service account token volume.
+ADMISSION_APPENDS = (".tolerations", ".volumes", ".volumeMounts")
+
+
 def contained(expected, actual, where="pod"):
     """Every field the renderer set is in the live object with the same value (the API server only adds)."""
-    if where.endswith(".tolerations"):  # admission appends the not-ready/unreachable defaults
-        for toleration in expected:
-            assert toleration in actual, f"{where}: {toleration!r} missing in {actual!r}"
+    if where.endswith(ADMISSION_APPENDS):  # the rendered items first, then what admission added
+        assert isinstance(actual, list) and len(actual) >= len(expected), f"{where}: {actual!r} != {expected!r}"
+        contained(expected, actual[: len(expected)], f"{where}[:{len(expected)}]")
     elif isinstance(expected, dict):
         assert isinstance(actual, dict), f"{where}: {actual!r} is not a mapping"
         for field, value in expected.items():
