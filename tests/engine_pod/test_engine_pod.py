@@ -197,7 +197,7 @@ def node(tmp_path_factory):
 @pytest.fixture(scope="module")
 def served(node, hub):
     """The namespace with a ComputeCluster, the hub's Provider and tiny Model, and an Endpoint (real modules)."""
-    _, lab = node
+    lab = node[1]
     namespace = lab.namespace()
     lab.ok("compute_cluster", name="spark", namespace=namespace)
     lab.ok("provider", name="hub", namespace=namespace, type="huggingface", url=hub)
@@ -297,7 +297,7 @@ def remove(lab, namespace, name):
 @pytest.fixture
 def cleanup(node, served):
     """Deletes the ModelDeployments a test created (each claims the node's one GPU) once it ends, passed or not."""
-    _, lab = node
+    lab = node[1]
     yield
     for md in lab.kube.list(kinds.MODEL_DEPLOYMENT, served):
         remove(lab, served, md["metadata"]["name"])
@@ -313,7 +313,7 @@ def test_the_rendered_engine_runs_and_its_status_follows_the_pod(node, served, c
 
     phases = watch_phases(lab, namespace, name, ("Ready", "Failed"), READY_TIMEOUT)
     assert phases[-1][0] == "Ready", phases
-    assert {phase for phase, _ in phases[:-1]} <= {"Pending", "Progressing"}, phases
+    assert {seen[0] for seen in phases[:-1]} <= {"Pending", "Progressing"}, phases
     (pod,) = engine_pods(lab, namespace, name)
     assert pod_ready(pod), "Ready follows the pod's readiness probe"
 
@@ -345,7 +345,7 @@ def test_the_rendered_engine_runs_and_its_status_follows_the_pod(node, served, c
 
 
 def test_an_image_that_cannot_be_pulled_fails_the_deployment(node, served, cleanup):
-    _, lab = node
+    lab = node[1]
     namespace, name = served, "no-image"
     result = deploy(lab, namespace, name, version="0.0.0-absent", wait=True, wait_timeout=300)
     assert result.get("failed"), result
@@ -358,7 +358,7 @@ def test_an_image_that_cannot_be_pulled_fails_the_deployment(node, served, clean
 
 
 def test_a_crash_looping_engine_fails_the_deployment(node, served, cleanup):
-    _, lab = node
+    lab = node[1]
     namespace, name = served, "crashing"
     # A Model whose repository the hub does not have (a typo in the source): the engine exits at start, again and
     # again. The architecture is given, so the module does not read the hub itself.
