@@ -1,6 +1,6 @@
 # Host roles: cached Debian systemd images for podman, Molecule scenarios, preflight negative tests.
-.PHONY: host-image host-image-arm64 node-host-image node-images test-molecule molecule-default molecule-pair \
-  molecule-arm64 test-host-roles test-cni
+.PHONY: host-image host-image-arm64 node-host-image node-images node-images-upgrade-from test-molecule molecule-default \
+  molecule-pair molecule-upgrade molecule-arm64 test-host-roles test-cni
 TEST_TIERS += test-molecule
 MOLECULE_TEST = ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1 molecule test -s $*
 
@@ -24,6 +24,13 @@ node-images: bootstrap
 # default and pair run real kubelets: the node host image and the node images (which build what they need).
 molecule-default molecule-pair: molecule-%: node-host-image node-images
 	$(MOLECULE_TEST)
+# molecule-upgrade starts a node at this earlier patch and upgrades it to node-images' version (both cached).
+UPGRADE_FROM_KUBE_VERSION ?= v1.36.2
+## The same images and binaries for UPGRADE_FROM_KUBE_VERSION ($TF_CACHE/k8s-v1.36.2, 1.1 GB; cold 844 s, then cached).
+node-images-upgrade-from: bootstrap
+	KUBE_VERSION=$(UPGRADE_FROM_KUBE_VERSION) nice -n 10 scripts/build-node-images
+molecule-upgrade: molecule-%: node-host-image node-images node-images-upgrade-from prometheus
+	$(MOLECULE_TEST)
 molecule-arm64: molecule-%: host-image-arm64
 	$(MOLECULE_TEST)
 
@@ -36,5 +43,5 @@ test-cni: bootstrap lab-bins
 	$(PYTEST) -m lab -p no:cacheprovider tests/host_roles
 
 # Measured here one by one (2 shared cores, load 6-11): default 4.7 min, pair 6.1 (two kubelets, load 4-5), arm64 7.7 (qemu-user), host roles 4.0,
-# cni 2.4.
-test-molecule: molecule-default molecule-pair molecule-arm64 test-host-roles test-cni
+# cni 2.4, upgrade 12.0 (load 12-14; bring-up 5.4, upgrade 4.4, second run 0.3).
+test-molecule: molecule-default molecule-pair molecule-upgrade molecule-arm64 test-host-roles test-cni

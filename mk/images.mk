@@ -1,8 +1,8 @@
 # Images of the Token Factory pods, built without a registry and cached as OCI archives (scripts/build-service-images):
 # the gateway (services/gateway/Containerfile), PostgreSQL and Redis from Debian packages, Prometheus and node-exporter
 # from the Go build (scripts/ensure-prometheus), the lab's CPU vLLM engine.
-.PHONY: service-images engine-image test-images test-engine-image
-TEST_TIERS += test-images
+.PHONY: service-images engine-image test-images test-engine-pod
+TEST_TIERS += test-images test-engine-pod
 
 ## Build (or reuse) the gateway, PostgreSQL, Redis, Prometheus and node-exporter images.
 service-images: bootstrap
@@ -17,7 +17,9 @@ engine-image: bootstrap engine
 test-images: service-images node-host-image
 	$(PYTEST) -m molecule -p no:cacheprovider tests/images/test_service_images.py tests/images/test_node_images.py
 
-## The rendered engine container on the lab's CPU vLLM image, fetching the model from the stand-in hub (heavy:
-## the engine image costs 8-22 min cold; not in TEST_TIERS until the lab's e2e runs the engine as a pod).
-test-engine-image: engine-image
-	$(PYTEST) -m molecule -p no:cacheprovider tests/images/test_engine_image.py
+## The rendered ModelDeployment on a real kubelet: one node from cluster.yml (kubeadm, bridge CNI, GPU SIMULATION) on
+## a podman host tf-enginepod-*, the CPU vLLM image in its containerd, the real modules; the engine pod serves the
+## tiny model from the stand-in hub through its Service, status follows it to Ready, and to Failed on an image pull
+## error and on a crash loop (measured: see docs/lab.md).
+test-engine-pod: engine-image node-host-image node-images
+	$(PYTEST) -m molecule -p no:cacheprovider tests/engine_pod

@@ -107,6 +107,17 @@ def node_extra_vars(template, artifacts=None, workflow_vars=None, job_extra_vars
     return values
 
 
+def template_extra_vars(awx_state_dir):
+    """The extra vars awx/configure.yml sets on every job template, for this state directory."""
+    (play,) = awx_file("configure.yml")
+    (task,) = [t for t in play["tasks"] if "awx.awx.job_template" in t]
+    render = sandbox.ImmutableSandboxedEnvironment()
+    return {
+        name: render.from_string(value).render(awx_state_dir=str(awx_state_dir))
+        for name, value in task["awx.awx.job_template"]["extra_vars"].items()
+    }
+
+
 def job_template(name):
     return next(t for t in awx_file("job_templates.yml")["job_templates"] if t["name"] == name)
 

@@ -8,7 +8,16 @@ import pytest
 import yaml
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import inventory
 
-from tests.awx.definitions import AWX, ROOT, awx_file, check_against_spec, module_options, playbook_closure, survey
+from tests.awx.definitions import (
+    AWX,
+    ROOT,
+    awx_file,
+    check_against_spec,
+    load,
+    module_options,
+    playbook_closure,
+    survey,
+)
 
 JOB_TEMPLATES = awx_file("job_templates.yml")["job_templates"]
 WORKFLOWS = awx_file("workflows.yml")["workflows"]
@@ -185,10 +194,28 @@ def test_gpu_type_choices_are_the_gpus_the_collection_knows():
         assert set(question["choices"]) == set(inventory.MEMORY_BANDWIDTH_GBPS), question
 
 
-@pytest.mark.parametrize("variable", ["tf_model_source", "tf_gpu_type", "tf_api_key_tenant", "tf_api_key_file"])
-def test_serve_and_workflow_surveys_cover_the_users_choices(variable):
-    for name in ("serve.yml", "workflow.yml"):
+@pytest.mark.parametrize(
+    ("variable", "surveys"),
+    [
+        ("tf_model_source", ("serve.yml", "workflow.yml")),
+        ("tf_gpu_type", ("serve.yml", "workflow.yml")),
+        ("tf_api_key_tenant", ("tenants.yml", "workflow.yml")),
+    ],
+)
+def test_serve_tenants_and_workflow_surveys_cover_the_users_choices(variable, surveys):
+    for name in surveys:
         assert variable in {q["variable"] for q in survey(name)["spec"]}, f"{name} does not ask for {variable}"
+
+
+def test_the_survey_tenant_reaches_tenants_yml_only_through_tf_gateway_tenants():
+    """One tenant path: no survey variable of the serve template creates tenants; the tenants template's tenant is
+    the one-item default of tf_gateway_tenants, and every template gets the key directory on the state directory."""
+    assert "tf_api_key_tenant" not in {q["variable"] for q in survey("serve.yml")["spec"]}
+    tenants_yml = (ROOT / "playbooks/tenants.yml").read_text()
+    assert "tf_api_key_tenant" not in tenants_yml and "tf_gateway_tenants" in tenants_yml
+    defaults = load(ROOT / "roles/settings/defaults/main.yml")
+    assert "tf_api_key_tenant" in defaults["tf_gateway_tenants"]
+    assert 'tf_api_key_dir: "{{ awx_state_dir }}/api-keys"' in (AWX / "configure.yml").read_text()
 
 
 def env_readers():

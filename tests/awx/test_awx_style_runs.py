@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.awx.awx_runner import BIN, job_template, node_extra_vars, run_job
+from tests.awx.awx_runner import BIN, job_template, node_extra_vars, run_job, template_extra_vars
 from tests.awx.definitions import load
 from tests.integration.test_collection_resolution import copy_project
 
@@ -116,7 +116,7 @@ def test_provision_hands_the_kubeconfig_path_to_the_next_node(awx_project, tmp_p
     )
     template = job_template(PROVISION)
     # Job tags select the hand-over play (tagged always): the other phases need Spark hosts.
-    extra = node_extra_vars(template, job_extra_vars={"tf_kubeconfig_dir": str(state_dir)})
+    extra = node_extra_vars(template, job_extra_vars=template_extra_vars(state_dir))
     job = run_job(template, tmp_path / "job", project, inventory, extra, envvars=env, job_tags="handover")
     assert job.runner.status == "successful", job.stdout[-3000:]
     assert job.artifacts == {"tf_kubeconfig": str(kubeconfig), "tf_cluster_name": "awx-test"}

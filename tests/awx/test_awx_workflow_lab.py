@@ -1,5 +1,5 @@
-"""The provision -> serve -> validate workflow as AWX runs it, through ansible-runner, against the lab's real API
-server (kwok GB10 node), a real gateway (PostgreSQL, Redis) and the synthetic engine behind it.
+"""The provision -> serve -> tenants -> validate workflow as AWX runs it, through ansible-runner, against the lab's
+real API server (kwok GB10 node), a real gateway (PostgreSQL, Redis) and the synthetic engine behind it.
 
 What stands in for the heavy lab: provision runs only its hand-over play (job tags; the kubernetes role's output,
 the admin kubeconfig on the state directory, is the lab's kubeconfig copied there), and the engine is the
@@ -13,7 +13,7 @@ import uuid
 import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
 
-from tests.awx.awx_runner import job_template, node_extra_vars, run_job
+from tests.awx.awx_runner import job_template, node_extra_vars, run_job, template_extra_vars
 from tests.awx.definitions import load, survey
 from tests.awx.test_awx_style_runs import awx_project, controller_inventory  # noqa: F401 # pylint: disable=unused-import
 from tests.engine.synthetic import SyntheticUpstream
@@ -23,13 +23,14 @@ pytestmark = [pytest.mark.lab, pytest.mark.gateway]
 SERVED = "qwen2-0.5b-instruct"
 
 
-def test_provision_serve_validate_hand_on_the_cluster_and_the_key(tf_lab, gateway_factory, awx_project, tmp_path):  # noqa: F811
+def test_the_workflow_hands_on_the_cluster_and_the_tenants_key(tf_lab, gateway_factory, awx_project, tmp_path):  # noqa: F811
     project, env = awx_project
     namespace = f"awx-{uuid.uuid4().hex[:6]}"
     state = tmp_path / "state"  # awx_state_dir: outlives every job's private data directory
     state.mkdir(mode=0o700)
     with SyntheticUpstream(model=SERVED, output_tokens=8) as upstream:
-        gateway = gateway_factory(deployment_objects("wf", SERVED, upstream.base_url, tenants=["workflow"]))
+        # Shared with nobody: the workflow tenant reaches the model through the grant tenants.yml gives it.
+        gateway = gateway_factory(deployment_objects("wf", SERVED, upstream.base_url, tenants=[]))
         kubeconfig = state / "spark.kubeconfig"
         shutil.copy(tf_lab.kubeconfig, kubeconfig)
         inventory = controller_inventory(
@@ -46,7 +47,7 @@ def test_provision_serve_validate_hand_on_the_cluster_and_the_key(tf_lab, gatewa
         workflow = {q["variable"]: q["default"] for q in survey("workflow.yml")["spec"]}
         workflow.update(tf_namespace=namespace, tf_validate_requests=16, tf_slo_ttft_p95_ms=60000,
                         tf_slo_itl_p95_ms=60000)  # fmt: skip
-        template_vars = {"tf_kubeconfig_dir": str(state)}  # what configure.yml sets on every template
+        template_vars = template_extra_vars(state)  # what configure.yml sets on every template
 
         provision_template = job_template("Token Factory - provision cluster")
         provision = run_job(
@@ -61,27 +62,34 @@ def test_provision_serve_validate_hand_on_the_cluster_and_the_key(tf_lab, gatewa
         serve = run_job(
             serve_template, tmp_path / "serve", project, inventory,
             node_extra_vars(serve_template, provision.artifacts, workflow, template_vars),
+            credentials=[("Hugging Face token", {"hf_token": "hf_awx_workflow_token"})],
+            envvars=env,
+        )  # fmt: skip
+        assert serve.runner.status == "successful", serve.stdout[-4000:]
+        assert serve.artifacts["tf_endpoint_base_url"] == f"{gateway.url}/v1"
+        assert "tf_validate_api_key_file" not in serve.artifacts
+        deployment = tf_lab.kube.get(kinds.MODEL_DEPLOYMENT, "qwen2-0-5b-instruct", namespace)
+        assert deployment["spec"].get("tenants", []) == []
+        assert deployment["status"]["phase"] == "Ready"
+
+        tenants_template = job_template("Token Factory - tenants and API keys")
+        ancestors = {**provision.artifacts, **serve.artifacts}
+        tenants = run_job(
+            tenants_template, tmp_path / "tenants", project, inventory,
+            node_extra_vars(tenants_template, ancestors, workflow, template_vars),
             credentials=[
-                ("Hugging Face token", {"hf_token": "hf_awx_workflow_token"}),
                 ("Token Factory gateway admin", {"gateway_url": gateway.admin_url, "admin_token": gateway.admin_token}),
             ],
             envvars=env,
         )  # fmt: skip
-        assert serve.runner.status == "successful", serve.stdout[-4000:]
-        key_file = state / "workflow.qwen2-0-5b-instruct.key"
-        assert serve.artifacts["tf_validate_api_key_file"] == str(key_file)
-        assert serve.artifacts["tf_endpoint_base_url"] == f"{gateway.url}/v1"
+        assert tenants.runner.status == "successful", tenants.stdout[-4000:]
+        key_file = state / "api-keys/workflow/qwen2-0-5b-instruct.key"
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
         key = key_file.read_text().strip()
-        for job in (provision, serve):
-            for path in job.private_data_dir.rglob("*"):
-                assert not path.is_file() or key.encode() not in path.read_bytes(), f"the API key is in {path}"
-        deployment = tf_lab.kube.get(kinds.MODEL_DEPLOYMENT, "qwen2-0-5b-instruct", namespace)
-        assert deployment["spec"]["tenants"] == ["workflow"]
-        assert deployment["status"]["phase"] == "Ready"
+        assert gateway.admin("GET", "/tenants/workflow")[1]["models"] == [SERVED]
 
         validate_template = job_template("Token Factory - validate deployment")
-        ancestors = {**provision.artifacts, **serve.artifacts}
+        ancestors.update(tenants.artifacts)
         validate = run_job(
             validate_template, tmp_path / "validate", project, inventory,
             node_extra_vars(validate_template, ancestors, workflow, template_vars), envvars=env,
@@ -90,4 +98,7 @@ def test_provision_serve_validate_hand_on_the_cluster_and_the_key(tf_lab, gatewa
         result = validate.artifacts["tf_validation"]
         assert result["deployment"] == "qwen2-0-5b-instruct" and result["passed"] is True, result
         assert "16/16 ok" in validate.stdout, validate.stdout[-3000:]
+        for job in (provision, serve, tenants, validate):
+            for path in job.private_data_dir.rglob("*"):
+                assert not path.is_file() or key.encode() not in path.read_bytes(), f"the API key is in {path}"
     tf_lab.ok("model_deployment", name="qwen2-0-5b-instruct", namespace=namespace, state="absent")
