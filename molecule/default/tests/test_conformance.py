@@ -108,8 +108,8 @@ def test_conformance_spec_passes(conformance_run, name):
 
 
 def test_nothing_outside_the_subset_ran(conformance_run):
-    run, cases, _ = conformance_run
+    run, cases, report_dir = conformance_run
     # Specs are "[It] ..."; the suite's setup and report nodes ([SynchronizedBeforeSuite], ...) are not.
     ran = [case for case, outcome in cases if outcome != "skipped" and case.startswith("[It] ")]
-    assert len(ran) == len(SUBSET), ran
+    assert len(ran) == len(SUBSET), f"{ran} (report {report_dir})"
     assert run.returncode == 0, run.stdout[-3000:]
