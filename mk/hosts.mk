@@ -1,6 +1,6 @@
 # Host roles: cached Debian systemd images for podman, Molecule scenarios, preflight negative tests.
-.PHONY: host-image host-image-arm64 node-host-image node-images node-images-upgrade-from test-molecule molecule-default \
-  molecule-pair molecule-upgrade molecule-arm64 test-host-roles test-cni
+.PHONY: host-image host-image-arm64 node-host-image node-images node-images-upgrade-from e2e-images test-molecule \
+  molecule-default molecule-pair molecule-upgrade molecule-arm64 test-host-roles test-cni
 TEST_TIERS += test-molecule
 MOLECULE_TEST = ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1 molecule test -s $*
 
@@ -20,8 +20,13 @@ node-host-image: bootstrap
 node-images: bootstrap
 	nice -n 10 scripts/build-node-images
 
+## The upstream conformance suite (e2e.test, agnhost) and its test images, built offline ($TF_CACHE/k8s-v1.36.3/e2e-*).
+e2e-images: bootstrap
+	nice -n 10 scripts/build-e2e-images
+
 # Static pattern rules: make skips implicit-rule search for .PHONY targets, so plain `molecule-%` never ran.
 # default and pair run real kubelets: the node host image and the node images (which build what they need).
+# default also runs a focused subset of the upstream conformance suite (molecule/default/tests/test_conformance.py).
 molecule-default molecule-pair: molecule-%: node-host-image node-images
 	$(MOLECULE_TEST)
 # molecule-upgrade starts a node at this earlier patch and upgrades it to node-images' version (both cached).
@@ -31,6 +36,7 @@ node-images-upgrade-from: bootstrap
 	KUBE_VERSION=$(UPGRADE_FROM_KUBE_VERSION) nice -n 10 scripts/build-node-images
 molecule-upgrade: molecule-%: node-host-image node-images node-images-upgrade-from prometheus
 	$(MOLECULE_TEST)
+molecule-default: e2e-images
 molecule-arm64: molecule-%: host-image-arm64
 	$(MOLECULE_TEST)
 

@@ -18,13 +18,18 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 ROLE = ROOT / "roles/kubernetes"
 TOPIC = "kubelet unit changed"
-INSTALL_TASKS = {"download": "Download binaries", "copy": "Copy binaries from the controller"}
+# The copy source first asks the node which binaries differ (one sha256sum), then copies those.
+INSTALL_TASKS = {
+    "download": ["Download binaries"],
+    "copy": ["Find the binaries that differ from the controller's", "Copy binaries from the controller"],
+}
 BINARIES = ["kubeadm", "kubelet"]
+ROLE_VARS = yaml.safe_load((ROLE / "vars/main.yml").read_text())
 
 
-def role_task(name):
-    (task,) = [t for t in yaml.safe_load((ROLE / "tasks/install_binary.yml").read_text()) if t["name"] == name]
-    return task
+def role_tasks(names):
+    tasks = yaml.safe_load((ROLE / "tasks/install_binary.yml").read_text())
+    return [next(t for t in tasks if t["name"] == name) for name in names]
 
 
 def publish(directory, version):
@@ -62,10 +67,11 @@ def install_play(tmp_path, source, url):
             "kubernetes_binary_dir": str(bin_dir),
             "kubernetes_binary_url": url,
             "kubernetes_binary_src_dir": str(tmp_path / "controller") if source == "copy" else "",
+            "kubernetes_stale_files_script": ROLE_VARS["kubernetes_stale_files_script"],
         },
         "tasks": [
             {"name": "Binary directory", "ansible.builtin.file": {"path": str(bin_dir), "state": "directory"}},
-            role_task(INSTALL_TASKS[source]),
+            *role_tasks(INSTALL_TASKS[source]),
         ],
         "handlers": [
             {
@@ -107,6 +113,8 @@ def test_a_changed_binary_notifies_the_kubelet_handler(tmp_path, file_server):
     for source in INSTALL_TASKS:
         assert (tmp_path / f"bin-{source}/kubelet").read_text() == "#!/bin/sh\necho kubelet v1.36.3\n"
     assert install(tmp_path, url) == set(), "an unchanged binary notified"
+    (tmp_path / "bin-copy/kubelet").chmod(0o700)
+    assert install(tmp_path, url) == {"copy"}, "a binary whose mode drifted must be copied again"
     for directory in (served, tmp_path / "controller"):
         publish(directory, "v1.36.4")
     assert install(tmp_path, url) == {"copy", "download"}, "an upgraded binary must notify"
