@@ -52,17 +52,6 @@ LAB_ENGINE = {
     "resources": {"requests": {"cpu": "100m", "memory": "2Gi"}},
 }
 READY_TIMEOUT = 900
-# LAB ONLY: this VM's disk is shared with other test hosts and often more than 85 % full. The kubelet's default
-# thresholds (nodefs.available 10 %, image GC from 85 %) then taint the node with disk-pressure and garbage-collect
-# the loaded images (the pause image included: nothing can pull them again). Absolute floors instead, no image GC.
-SHARED_DISK = {
-    "kubernetes_kubelet_config_overrides": {
-        "evictionHard": {"memory.available": "1Gi", "nodefs.available": "2Gi", "imagefs.available": "2Gi"},
-        "imageGCHighThresholdPercent": 100,
-        "imageGCLowThresholdPercent": 99,
-    }
-}
-
 
 def podman_gateway():
     networks = json.loads(
@@ -128,7 +117,7 @@ def write_inventory(directory, name, address, key, kubeconfig):
                 },
                 "spark_nodes": {"children": {"control_plane": {"hosts": {name: {"ansible_host": address}}}}},
                 "k8s_cluster": {"hosts": {name: {}}},
-                "tf_lab_nodes": {"hosts": {name: {"containerd_images": node_images(), **SHARED_DISK}}},
+                "tf_lab_nodes": {"hosts": {name: {"containerd_images": node_images()}}},
             },
             "vars": {
                 "ansible_user": "root",

@@ -145,6 +145,7 @@ def test_kubelet_reports_the_spark_profile_through_configz(host):
     assert configz["evictionHard"]["memory.available"] == "1Gi"
     assert (configz["evictionHard"]["nodefs.available"], configz["evictionHard"]["imagefs.available"]) == ("2Gi", "2Gi")
     assert configz["evictionHard"]["nodefs.inodesFree"] == "5%"
+    assert (configz["imageGCHighThresholdPercent"], configz["imageGCLowThresholdPercent"]) == (100, 99)
     assert (configz["serializeImagePulls"], configz["maxParallelImagePulls"]) == (False, 2)
     assert (configz["failCgroupV1"], configz["cgroupDriver"]) == (False, "cgroupfs")
     # Same as the file kubeadm wrote from the role's config.
