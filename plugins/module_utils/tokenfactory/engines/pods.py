@@ -97,7 +97,7 @@ def failure(client, pods):
 def workload_phase(client, desired, workload, pods, note=""):
     """(phase, message, nodes): Ready when the rollout is done (every wanted replica updated and available, as
     `kubectl rollout status` decides), Failed when a pod is stuck (reason and last log lines in the message) or the
-    rollout exceeded its deadline, Pending when a pod cannot be scheduled or nothing is wanted, else Progressing."""
+    rollout exceeded its deadline, Pending when queued (note), a pod cannot be scheduled or nothing is wanted, else Progressing."""
     nodes = nodes_of(pods)
     if desired == 0:
         return PENDING, "scaled to zero replicas", nodes
@@ -108,8 +108,9 @@ def workload_phase(client, desired, workload, pods, note=""):
     if stuck or (progress is not None and progress.failed):
         return FAILED, stuck or progress.message, nodes
     unscheduled = scheduling_problem(pods)
-    if unscheduled:
-        return PENDING, f"{note}; {unscheduled}" if note else unscheduled, nodes
+    if unscheduled or note:
+        # A note means the planner queued it (not enough GPUs): Pending before the scheduler has said so too.
+        return PENDING, "; ".join(part for part in (note, unscheduled) if part), nodes
     return PROGRESSING, progress.message if progress is not None else "waiting for the workload to be created", nodes
 
 

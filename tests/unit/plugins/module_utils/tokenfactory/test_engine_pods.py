@@ -105,6 +105,13 @@ def test_pending_when_the_scheduler_cannot_place_a_pod():
     assert workload_phase(client, 0, rollout(0), client.pods)[:2] == ("Pending", "scaled to zero replicas")
 
 
+def test_queued_is_pending_before_the_scheduler_has_marked_the_pod():
+    """The planner queued it (not enough GPUs): Pending even while the pod has no PodScheduled condition yet."""
+    client = Pods([pod(node=None)])
+    assert workload_phase(client, 1, rollout(0), client.pods, note="queued")[:2] == ("Pending", "queued")
+    assert workload_phase(client, 1, rollout(0), client.pods)[0] == "Progressing"
+
+
 def test_a_starting_engine_is_progressing():
     client = Pods([pod(waiting={"reason": "ContainerCreating"})])
     assert workload_phase(client, 1, rollout(0, 1), client.pods) == (
