@@ -97,7 +97,8 @@ def failure(client, pods):
 def workload_phase(client, desired, workload, pods, note=""):
     """(phase, message, nodes): Ready when the rollout is done (every wanted replica updated and available, as
     `kubectl rollout status` decides), Failed when a pod is stuck (reason and last log lines in the message) or the
-    rollout exceeded its deadline, Pending when queued (note), a pod cannot be scheduled or nothing is wanted, else Progressing."""
+    rollout exceeded its deadline, Pending when queued (note), a pod cannot be scheduled or nothing is wanted, else
+    Progressing."""
     nodes = nodes_of(pods)
     if desired == 0:
         return PENDING, "scaled to zero replicas", nodes
