@@ -17,7 +17,6 @@ import types
 import uuid
 
 import pytest
-import yaml
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import DEPLOYMENT, POD, SERVICE
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import render
@@ -32,6 +31,7 @@ from lab.engine.install import tiny_model_dir
 from tests.modules.fixtures import TokenFactoryLab
 from tests.modules.lab_helpers import self_signed
 from tests.playbooks.ansible_run import ROOT, run_playbook
+from tests.playbooks.lab_node_inventory import write_lab_node_inventory
 
 pytestmark = [pytest.mark.molecule, pytest.mark.slow, pytest.mark.timeout(3000)]
 CACHE = pathlib.Path(os.environ.get("TF_CACHE", pathlib.Path.home() / ".cache/tokenfactory"))
@@ -52,6 +52,7 @@ LAB_ENGINE = {
     "resources": {"requests": {"cpu": "100m", "memory": "2Gi"}},
 }
 READY_TIMEOUT = 900
+
 
 def podman_gateway():
     networks = json.loads(
@@ -104,37 +105,21 @@ def node_images():
 
 
 def write_inventory(directory, name, address, key, kubeconfig):
-    inventory = {
-        "all": {
-            "children": {
-                "controller": {
-                    "hosts": {
-                        "localhost": {
-                            "ansible_connection": "local",
-                            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                        }
-                    }
-                },
-                "spark_nodes": {"children": {"control_plane": {"hosts": {name: {"ansible_host": address}}}}},
-                "k8s_cluster": {"hosts": {name: {}}},
-                "tf_lab_nodes": {"hosts": {name: {"containerd_images": node_images()}}},
-            },
-            "vars": {
-                "ansible_user": "root",
-                "ansible_ssh_private_key_file": str(key),
-                "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
-                "ansible_ssh_pipelining": True,
-                "tf_simulation_repo": str(ROOT),
-                "kubernetes_kubeconfig_dest": str(kubeconfig),
-                # The gateway is not part of this tier: no gateway image is built or loaded.
-                "gateway_image_source": "registry",
-            },
-        }
+    groups = {
+        "spark_nodes": {"children": {"control_plane": {"hosts": {name: {"ansible_host": address}}}}},
+        "k8s_cluster": {"hosts": {name: {}}},
+        "tf_lab_nodes": {"hosts": {name: {"containerd_images": node_images()}}},
     }
-    (directory / "group_vars").mkdir(parents=True)
-    (directory / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    # The LAB ONLY settings of podman kubelet hosts (cgroupfs, restrict_oom_score_adj, ...), as the lab uses them.
-    (directory / "group_vars/tf_lab_nodes").symlink_to(ROOT / "inventories/lab/group_vars/tf_lab_nodes")
+    # The gateway is not part of this tier: no gateway image is built or loaded.
+    write_lab_node_inventory(
+        directory,
+        groups,
+        key,
+        ansible_ssh_pipelining=True,
+        tf_simulation_repo=str(ROOT),
+        kubernetes_kubeconfig_dest=str(kubeconfig),
+        gateway_image_source="registry",
+    )
 
 
 @pytest.fixture(scope="module")

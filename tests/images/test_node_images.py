@@ -12,9 +12,9 @@ import subprocess
 import uuid
 
 import pytest
-import yaml
 
 from tests.playbooks.ansible_run import ROOT, run_playbook
+from tests.playbooks.lab_node_inventory import write_lab_node_inventory
 
 pytestmark = [pytest.mark.molecule, pytest.mark.slow, pytest.mark.timeout(1800)]
 CACHE = pathlib.Path(os.environ.get("TF_CACHE", pathlib.Path.home() / ".cache/tokenfactory"))
@@ -79,35 +79,14 @@ def test_the_gateway_archive_reaches_the_nodes_containerd_once(node, tmp_path):
     name, address, key = node
     subprocess.run([ROOT / "scripts/build-service-images", "gateway"], check=True, timeout=3000)
     entry = next(e for e in json.loads((CACHE / "images/images.json").read_text()) if e["ref"] == GATEWAY)
-    inventory = {
-        "all": {
-            "children": {
-                "controller": {
-                    "hosts": {
-                        "localhost": {
-                            "ansible_connection": "local",
-                            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                        }
-                    }
-                },
-                # Only the gateway image here (host var: wins over tf_lab_nodes' node image list).
-                "spark_nodes": {"hosts": {name: {"ansible_host": address, "containerd_images": []}}},
-                "tf_lab_nodes": {"hosts": {name: {}}},
-            },
-            "vars": {
-                "ansible_user": "root",
-                "ansible_ssh_private_key_file": str(key),
-                "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
-                "gateway_image_source": "archive",
-                "gateway_image_archive": entry["archive"],
-            },
-        }
+    groups = {
+        # Only the gateway image here (host var: wins over tf_lab_nodes' node image list).
+        "spark_nodes": {"hosts": {name: {"ansible_host": address, "containerd_images": []}}},
+        "tf_lab_nodes": {"hosts": {name: {}}},
     }
-    (tmp_path / "inventory").mkdir()
-    (tmp_path / "inventory/hosts.yml").write_text(yaml.safe_dump(inventory))
-    (tmp_path / "inventory/group_vars").mkdir()
-    # The LAB ONLY settings of podman kubelet hosts (cgroupfs, restrict_oom_score_adj, ...), as the lab uses them.
-    (tmp_path / "inventory/group_vars/tf_lab_nodes").symlink_to(ROOT / "inventories/lab/group_vars/tf_lab_nodes")
+    write_lab_node_inventory(
+        tmp_path / "inventory", groups, key, gateway_image_source="archive", gateway_image_archive=entry["archive"]
+    )
     args = ["-i", tmp_path / "inventory", "--tags", "containerd,images"]
     first = run_playbook(ROOT / "playbooks/cluster.yml", *args, timeout=1500)
     assert changed(first.stdout, name) > 0
