@@ -2,7 +2,7 @@
 # the gateway (services/gateway/Containerfile), PostgreSQL and Redis from Debian packages, Prometheus and node-exporter
 # from the Go build (scripts/ensure-prometheus), the lab's CPU vLLM engine.
 .PHONY: service-images engine-image test-images test-engine-pod
-TEST_TIERS += test-images test-engine-pod
+TEST_TIERS += test-images
 
 ## Build (or reuse) the gateway, PostgreSQL, Redis, Prometheus and node-exporter images.
 service-images: bootstrap
@@ -20,6 +20,7 @@ test-images: service-images node-host-image
 ## The rendered ModelDeployment on a real kubelet: one node from cluster.yml (kubeadm, bridge CNI, GPU SIMULATION) on
 ## a podman host tf-enginepod-*, the CPU vLLM image in its containerd, the real modules; the engine pod serves the
 ## tiny model from the stand-in hub through its Service, status follows it to Ready, and to Failed on an image pull
-## error and on a crash loop (measured: see docs/lab.md).
+## error and on a crash loop (measured: see docs/lab.md). Not in `make test`: CI's 90 minutes (test-e2e runs the same
+## rendered Deployment on a real kubelet through site.yml); run it when the renderer or status code changes.
 test-engine-pod: engine-image node-host-image node-images
 	$(PYTEST) -m molecule -p no:cacheprovider tests/engine_pod
