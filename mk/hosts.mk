@@ -37,6 +37,8 @@ node-images-upgrade-from: bootstrap
 molecule-upgrade: molecule-%: node-host-image node-images node-images-upgrade-from prometheus
 	$(MOLECULE_TEST)
 molecule-default: e2e-images
+# pair comes up at UPGRADE_FROM_KUBE_VERSION too and is upgraded in its side effect, the health gate reading Prometheus.
+molecule-pair: node-images-upgrade-from prometheus
 molecule-arm64: molecule-%: host-image-arm64
 	$(MOLECULE_TEST)
 
