@@ -1,13 +1,14 @@
 """Run every query of the production Grafana dashboards against a real Prometheus scraping real components.
 
     python -m lab.dashboard_check --prometheus URL --dashboard FILE... --gateway URL --api-key-file F
-        --limited-key-file F --target DEPLOYMENT=MODEL... [--scrape-interval S]
+        --limited-key-file F --target DEPLOYMENT=MODEL... [--scrape-interval S] [--ca-file CA]
 Sends real traffic through the gateway first, twice, three scrape intervals apart: streamed chat completions per
 model, one request the engine refuses (an error), and a burst on a key limited to a few requests per minute
 (HTTP 429s). Then runs each panel query with Grafana's variables at query-time values (panels using
 $deployment once per deployment, so every engine's metric names are proven) and each template variable's
 label_values. Exits 1 naming every query that returned no number, except panels named with --not-on-this-hardware
 (for example the framebuffer panel on a GB10-only cluster: GB10 has no framebuffer), which are listed as such.
+--ca-file: the CA bundle an HTTPS gateway's certificate is checked against (the lab's Endpoint).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import math
 import pathlib
 import re
+import ssl
 import sys
 import time
 import urllib.error
@@ -57,7 +59,7 @@ def numbers(result):
     return [v for v in values if math.isfinite(v)]
 
 
-def chat(gateway, key, model, i, stream=True, max_tokens=32):
+def chat(gateway, key, model, i, stream=True, max_tokens=32, context=None):
     """One chat completion through the gateway; returns the HTTP status (the stream is read to its end)."""
     body = {
         "model": model,
@@ -73,7 +75,7 @@ def chat(gateway, key, model, i, stream=True, max_tokens=32):
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=120, context=context) as response:  # noqa: S310
             response.read()
             return response.status
     except urllib.error.HTTPError as exc:
@@ -81,17 +83,17 @@ def chat(gateway, key, model, i, stream=True, max_tokens=32):
         return exc.code
 
 
-def send_traffic(gateway, key, limited_key, models, requests):
+def send_traffic(gateway, key, limited_key, models, requests, context=None):
     statuses = {}
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        jobs = [pool.submit(chat, gateway, key, model, i) for model in models for i in range(requests)]
+        jobs = [pool.submit(chat, gateway, key, model, i, context=context) for model in models for i in range(requests)]
         for job in jobs:
             statuses[job.result()] = statuses.get(job.result(), 0) + 1
     # An error the engine answers (more tokens than its context holds): counted as an error by code.
-    refused = chat(gateway, key, models[0], "too-long", stream=False, max_tokens=10**7)
+    refused = chat(gateway, key, models[0], "too-long", stream=False, max_tokens=10**7, context=context)
     statuses[refused] = statuses.get(refused, 0) + 1
     for i in range(LIMITED_BURST):
-        status = chat(gateway, limited_key, models[0], f"burst-{i}", stream=False, max_tokens=4)
+        status = chat(gateway, limited_key, models[0], f"burst-{i}", stream=False, max_tokens=4, context=context)
         statuses[status] = statuses.get(status, 0) + 1
     return statuses
 
@@ -162,6 +164,7 @@ def main(argv=None):
     parser.add_argument("--target", action="append", required=True, help="DEPLOYMENT=MODEL (repeatable)")
     parser.add_argument("--scrape-interval", type=float, default=2.0)
     parser.add_argument("--requests", type=int, default=8)
+    parser.add_argument("--ca-file", help="CA bundle for an HTTPS gateway (default: the system's trust store)")
     parser.add_argument(
         "--not-on-this-hardware",
         action="append",
@@ -173,11 +176,13 @@ def main(argv=None):
     wait_scraped(args.prometheus, list(targets))
     key = pathlib.Path(args.api_key_file).read_text().strip()
     limited = pathlib.Path(args.limited_key_file).read_text().strip()
+    context = ssl.create_default_context(cafile=args.ca_file) if args.ca_file else None
     # Two rounds: label sets a first request creates are only in Prometheus from their first scrape on, so
     # rates need increments after that (a fresh gateway or engine has no series before its first request).
     statuses = {}
     for _round in range(2):
-        for status, count in send_traffic(args.gateway, key, limited, list(targets.values()), args.requests).items():
+        sent = send_traffic(args.gateway, key, limited, list(targets.values()), args.requests, context)
+        for status, count in sent.items():
             statuses[status] = statuses.get(status, 0) + count
         time.sleep(3 * args.scrape_interval)
     dashboards = [json.loads(pathlib.Path(path).read_text()) for path in args.dashboard]

@@ -8,6 +8,7 @@ import yaml
 from lab.k8s.bins import KUBE_VERSION
 
 HERE = pathlib.Path(__file__).parent
+LAB_NODE_VARS = HERE.parents[1] / "inventories/lab/group_vars/tf_lab_nodes/lab_node.yml"
 PROFILE_DIR = HERE / "profiles"
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 
@@ -28,8 +29,20 @@ def load_profile(profile: str) -> list[dict]:
             raise ValueError(
                 f"{path.name}: node {node['name']}: unknown class {node['class']!r}; allowed: {sorted(classes)}"
             )
-        manifests.append(_manifest(node, classes[node["class"]]))
+        manifests.append(_manifest(node, _with_simulated_gpu(classes[node["class"]])))
     return manifests
+
+
+def _with_simulated_gpu(machine: dict) -> dict:
+    """A class naming a lab inventory variable gets that simulated GPU's labels and count."""
+    if "simulated_gpu" not in machine:
+        return machine
+    gpu = yaml.safe_load(LAB_NODE_VARS.read_text())[machine["simulated_gpu"]]
+    return {
+        **machine,
+        "labels": {**machine["labels"], **gpu["labels"]},
+        "capacity": {**machine["capacity"], "nvidia.com/gpu": str(gpu["count"])},
+    }
 
 
 def _manifest(node: dict, machine: dict) -> dict:

@@ -17,10 +17,11 @@ import urllib.request
 import pytest
 import yaml
 
+from lab import dashboard_check
 from lab.paths import lab_root
 from tests.awx.awx_runner import job_template, node_extra_vars, run_job
 from tests.awx.test_awx_style_runs import awx_project  # noqa: F401 # pylint: disable=unused-import
-from tests.playbooks.ansible_run import ROOT, ansible_env, run_playbook
+from tests.playbooks.ansible_run import ROOT, ansible_env, render_role, run_playbook
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(5400)]
 FIELDS = ("ok", "changed", "unreachable", "failed")
@@ -33,7 +34,19 @@ NODE_IP = LAB["all"]["children"]["spark_nodes"]["children"]["control_plane"]["ho
 SERVING = yaml.safe_load((ROOT / "inventories/lab/group_vars/all/serving.yml").read_text())
 HOSTNAME = SERVING["tf_endpoint_hostname"]
 MODEL = SERVING["tf_served_model_name"]
+DEPLOYMENT = SERVING["tf_model_deployment"]
 PROMETHEUS = f"http://{NODE_IP}:30909"
+SIMULATED_DCGM = yaml.safe_load(
+    (ROOT / "inventories/lab/group_vars/spark_nodes/simulated_dcgm_exporter.yml").read_text()
+)["tf_lab_simulated_dcgm_exporter"]
+# Dashboard panels (title prefixes) the lab cannot fill, each with the reason; every other query must answer.
+NOT_IN_THE_LAB = {
+    "GPU framebuffer used": "a GB10 has no framebuffer: DCGM registers no FB_* fields for it (lab/fixtures/dcgm/"
+    "README.md); tests/observability/test_dashboards_live.py answers it from the H100 recording",
+}
+# Each engine query is an `or` chain over vLLM, NVIDIA NIM and NVIDIA Dynamo names: the lab proves the vLLM branch on
+# its own; the other branches stay empty here (the lab runs vLLM), and test_dashboards_live.py proves them.
+OTHER_ENGINE_NAMES = "NIM and Dynamo branches: the lab runs vLLM; tests/observability/test_dashboards_live.py"
 
 
 def make(target):
@@ -280,18 +293,104 @@ def test_validate_runs_awx_style_with_survey_answers(lab_runs, awx_project, tmp_
     assert job.artifacts["tf_validation"]["deployment"] == "qwen2-0-5b-instruct"
 
 
+def prometheus_get(path):
+    with urllib.request.urlopen(f"{PROMETHEUS}{path}", timeout=10) as answer:  # noqa: S310 - the lab's NodePort
+        return json.loads(answer.read())["data"]
+
+
+def test_the_simulated_dcgm_exporter_is_scraped_where_the_gpu_operators_would_be(lab_runs):
+    """The SIMULATED DCGM exporter pod runs in the GPU Operator's namespace with its pod label; the observability
+    role's DCGM job (unchanged) finds it and labels its series with the node."""
+    pods = json.loads(kubectl("-n", SIMULATED_DCGM["namespace"], "get", "pods", "-o", "json"))["items"]
+    (pod,) = pods
+    assert pod["metadata"]["name"].startswith("tf-lab-simulated-dcgm-exporter-"), pod["metadata"]["name"]
+    assert pod["metadata"]["labels"]["tokenfactory.io/simulation"] == "dcgm-exporter"
+    assert pod["metadata"]["labels"].items() >= SIMULATED_DCGM["labels"].items()
+    assert pod["spec"]["nodeName"] == NODE and pod["status"]["phase"] == "Running"
+    deadline = time.monotonic() + 120
+    while True:
+        targets = prometheus_get("/api/v1/targets?state=active")["activeTargets"]
+        dcgm = [t for t in targets if t["scrapePool"] == "tokenfactory-dcgm"]
+        if [t for t in dcgm if t["health"] == "up"]:
+            break
+        assert time.monotonic() < deadline, dcgm
+        time.sleep(5)
+    assert [t["discoveredLabels"]["__meta_kubernetes_pod_name"] for t in dcgm] == [pod["metadata"]["name"]]
+    temperature = prometheus_get("/api/v1/query?query=DCGM_FI_DEV_GPU_TEMP")["result"]
+    assert [(r["metric"]["node"], r["metric"]["Hostname"], r["metric"]["modelName"]) for r in temperature] == [
+        (NODE, NODE, "NVIDIA GB10")
+    ], temperature
+
+
 def test_health_gate_opens_on_the_cluster_prometheus(lab_runs):
-    """playbooks/health_gate.yml against the in-cluster Prometheus (its NodePort). No DCGM exporter runs here (the GPU
-    is SIMULATED), so the GPU-metrics requirement is waived; tests/observability runs it with the DCGM stand-in."""
+    """playbooks/health_gate.yml against the in-cluster Prometheus (its NodePort), GPU metrics required: the SIMULATED
+    DCGM exporter reports the node's GPU (tests/observability closes the gate with the faulty recordings)."""
     proc = run_playbook(
         ROOT / "playbooks/health_gate.yml",
         "-i",
         ROOT / "inventories/lab",
-        "-e",
-        "tf_health_require_gpu_metrics=false",
         check=False,
         extra_env={"ANSIBLE_NOCOLOR": "1"},
     )
     out = " ".join(proc.stdout.split())
     assert proc.returncode == 0 and "Health gate open." in out, out[-3000:]
     assert f"1 GPU node(s) ({NODE})" in out, out[-3000:]
+
+
+def lab_dashboards(tmp_path):
+    """The shipped dashboards as roles/observability renders them with the lab inventory: [(dashboard, file)]."""
+    facts = render_role(
+        tmp_path, "tokenfactory.spark.observability", "render", ["observability_dashboards"],
+        inventory=ROOT / "inventories/lab",
+    )  # fmt: skip
+    out = []
+    for uid, text in facts["observability_dashboards"].items():
+        (tmp_path / f"{uid}.json").write_text(text)
+        out.append((json.loads(text), tmp_path / f"{uid}.json"))
+    return out
+
+
+def dashboard_check_argv(dashboards):
+    keys, tls = lab_root() / "tf-lab/api-keys/lab", lab_root() / "tf-lab/tls"
+    argv = ["--prometheus", PROMETHEUS, "--gateway", f"https://{HOSTNAME}", "--ca-file", tls / "ca.crt"]
+    argv += ["--api-key-file", keys / "validation.key", "--limited-key-file", keys / "rate-limited.key"]
+    argv += ["--target", f"{DEPLOYMENT}={MODEL}", "--scrape-interval", "5"]
+    argv += [arg for _dashboard, path in dashboards for arg in ("--dashboard", path)]
+    argv += [arg for title in NOT_IN_THE_LAB for arg in ("--not-on-this-hardware", title)]
+    return list(map(str, argv))
+
+
+def queries(dashboards):
+    return [
+        query for dashboard, _path in dashboards for query in dashboard_check.panel_queries(dashboard, [DEPLOYMENT])
+    ]
+
+
+def test_every_dashboard_query_answers_from_the_cluster_prometheus(lab_runs, tmp_path, capsys):
+    """Last (its traffic adds tokens the ledger tests compare): lab/dashboard_check sends traffic through the TLS
+    Endpoint (streams, an error, a burst on the rate-limited key), then runs every panel query and template variable of
+    every shipped dashboard against the in-cluster Prometheus. Only NOT_IN_THE_LAB is left out, and it must be empty."""
+    dashboards = lab_dashboards(tmp_path)
+    rc = dashboard_check.main(dashboard_check_argv(dashboards))
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rc == 0 and report["without_data"] == [], "\n".join(report["without_data"])
+    assert report["statuses"].get("429", 0) >= 1, report["statuses"]
+    # The panels left out are exactly the listed ones, and they really have no data here.
+    left_out = [(title, expr) for title, expr in queries(dashboards) if title.startswith(tuple(NOT_IN_THE_LAB))]
+    assert {entry.split(" / ", 1)[1] for entry in report["not_on_this_hardware"]} == {t for t, _e in left_out}
+    assert all(any(title.startswith(prefix) for title, _e in left_out) for prefix in NOT_IN_THE_LAB), left_out
+    for title, expr in left_out:
+        assert dashboard_check.query(PROMETHEUS, expr) == [], f"{title} has data here: drop it from NOT_IN_THE_LAB"
+    # Engine queries: the vLLM branch answers on its own; the NIM and Dynamo branches have nothing for this deployment.
+    engine = [(title, expr.split("\nor\n")) for title, expr in queries(dashboards) if "\nor\n" in expr]
+    assert engine, "no engine query with vLLM/NIM/Dynamo branches found"
+    for title, (vllm, *others) in engine:
+        assert dashboard_check.numbers(dashboard_check.query(PROMETHEUS, vllm)), f"{title}: no vLLM data: {vllm}"
+        for other in others:
+            assert dashboard_check.query(PROMETHEUS, other) == [], f"{title}: {other}"
+    not_here = "; ".join(f"{prefix} ({why})" for prefix, why in NOT_IN_THE_LAB.items())
+    print(
+        f"{report['queries']} dashboard queries and variables answered from the in-cluster Prometheus "
+        f"({len(engine)} engine queries also on their vLLM branch alone); not in the lab: {not_here}; "
+        f"{OTHER_ENGINE_NAMES}"
+    )

@@ -31,8 +31,9 @@ def run_playbook(playbook, *args, extra_env=None, check=True, timeout=600, cwd=R
     return proc
 
 
-def render_role(tmp_path, role, tasks_from, facts, role_vars=None):
-    """Include a role's render tasks and return the named facts (as rendered text)."""
+def render_role(tmp_path, role, tasks_from, facts, role_vars=None, inventory="localhost,"):
+    """Include a role's render tasks and return the named facts (as rendered text); with an inventory, its
+    variables for localhost apply (for example inventories/lab's)."""
     import json
 
     out = tmp_path / "facts.json"
@@ -63,5 +64,5 @@ def render_role(tmp_path, role, tasks_from, facts, role_vars=None):
             ]
         )
     )
-    run_playbook(playbook, "-i", "localhost,", "-c", "local")
+    run_playbook(playbook, "-i", inventory, "-c", "local")
     return json.loads(out.read_text())
