@@ -3,12 +3,12 @@
 import ipaddress
 
 import pytest
-import testinfra
 
 from tests.host_roles.cluster_checks import condition, delete_pods, get, kubectl, run_pod
 
 pytestmark = pytest.mark.molecule
 
+# The first and second node (conftest.py's fixtures `first` and `second`).
 FIRST, SECOND = "tf-spark-01", "tf-spark-02"
 LINK = "enp1s0f0np0"
 # Node IPs: the link addresses the connectx role gives (inventories/spark-pair: connectx_link_cidr 192.168.100.0/30).
@@ -21,17 +21,6 @@ ADDR_SERVER = (
     "mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho $REMOTE_ADDR\\n'"
     " > /www/cgi-bin/addr && chmod +x /www/cgi-bin/addr && exec httpd -f -p 8080 -h /www"
 )
-
-
-@pytest.fixture(scope="module")
-def first():
-    """The control-plane node (kubectl there uses /etc/kubernetes/admin.conf)."""
-    return testinfra.get_host(f"podman://{FIRST}")
-
-
-@pytest.fixture(scope="module")
-def second():
-    return testinfra.get_host(f"podman://{SECOND}")
 
 
 @pytest.fixture(scope="module")
