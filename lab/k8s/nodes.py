@@ -1,5 +1,6 @@
 """Simulated nodes as data: profiles/*.yaml name nodes of the machine classes in node_classes.yaml."""
 
+import functools
 import pathlib
 import uuid
 
@@ -33,11 +34,16 @@ def load_profile(profile: str) -> list[dict]:
     return manifests
 
 
+@functools.cache
+def _lab_node_vars() -> dict:
+    return yaml.safe_load(LAB_NODE_VARS.read_text())
+
+
 def _with_simulated_gpu(machine: dict) -> dict:
     """A class naming a lab inventory variable gets that simulated GPU's labels and count."""
     if "simulated_gpu" not in machine:
         return machine
-    gpu = yaml.safe_load(LAB_NODE_VARS.read_text())[machine["simulated_gpu"]]
+    gpu = _lab_node_vars()[machine["simulated_gpu"]]
     return {
         **machine,
         "labels": {**machine["labels"], **gpu["labels"]},

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import re
 import subprocess
 import sys
 import time
@@ -16,8 +15,9 @@ import time
 import yaml
 
 from tests.host_roles.cluster_checks import condition, get, kubectl
+from tests.host_roles.playbook import changed_count
 
-FROM, TO = "v1.36.2", "v1.36.3"
+TO = "v1.36.3"
 CONTROL_PLANE = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
 DEPLOYMENT, DAEMONSET = "tf-upgrade-deployment", "tf-upgrade-daemonset"
 EPHEMERAL = pathlib.Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"))
@@ -108,9 +108,7 @@ def assert_second_run_changes_nothing(nodes):
     )
     took = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    recap = proc.stdout.split("PLAY RECAP")[-1]
-    changed = {host: int(n) for host, n in re.findall(r"^(\S+)\s+:.*?changed=(\d+)", recap, re.M)}
-    assert changed and set(changed.values()) == {0}, recap
+    assert changed_count(proc) == 0, proc.stdout.split("PLAY RECAP")[-1]
     for node in nodes:
         assert f"{node} already runs {TO}: left alone." in proc.stdout
     return took
