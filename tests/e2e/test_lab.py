@@ -237,23 +237,17 @@ def test_validation_went_through_the_tls_endpoint_to_the_engine_pod_and_the_ledg
 
 def test_prometheus_in_the_cluster_scrapes_the_engine_and_gateway_pods(lab_runs):
     engine = engine_pod()["metadata"]["name"]
-    deadline = time.monotonic() + 120
-    while True:
-        with urllib.request.urlopen(f"{PROMETHEUS}/api/v1/targets?state=active", timeout=10) as answer:  # noqa: S310
-            targets = json.loads(answer.read())["data"]["activeTargets"]
+
+    def engine_and_gateway_up(targets):
         up = {
             t["discoveredLabels"].get("__meta_kubernetes_pod_name", ""): t["scrapePool"]
             for t in targets
             if t["health"] == "up" and "__meta_kubernetes_pod_name" in t["discoveredLabels"]
         }
-        gateway = [pod for pod in up if pod.startswith("tokenfactory-gateway-")]
-        if engine in up and gateway:
-            break
-        assert time.monotonic() < deadline, up
-        time.sleep(5)
-    query = urllib.parse.quote(f'vllm:generation_tokens_total{{pod="{engine}"}}')
-    with urllib.request.urlopen(f"{PROMETHEUS}/api/v1/query?query={query}", timeout=10) as answer:  # noqa: S310
-        result = json.loads(answer.read())["data"]["result"]
+        return engine in up and [pod for pod in up if pod.startswith("tokenfactory-gateway-")]
+
+    scraped_until(engine_and_gateway_up)
+    result = dashboard_check.query(PROMETHEUS, f'vllm:generation_tokens_total{{pod="{engine}"}}')
     assert result and float(result[0]["value"][1]) > 0, result
 
 
@@ -293,9 +287,21 @@ def test_validate_runs_awx_style_with_survey_answers(lab_runs, awx_project, tmp_
     assert job.artifacts["tf_validation"]["deployment"] == "qwen2-0-5b-instruct"
 
 
-def prometheus_get(path):
-    with urllib.request.urlopen(f"{PROMETHEUS}{path}", timeout=10) as answer:  # noqa: S310 - the lab's NodePort
-        return json.loads(answer.read())["data"]
+def scraped_until(done, timeout=120):
+    """The in-cluster Prometheus's active targets once done(targets) holds (fails after `timeout` seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        url = f"{PROMETHEUS}/api/v1/targets?state=active"
+        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - the lab's NodePort
+            targets = json.loads(answer.read())["data"]["activeTargets"]
+        if done(targets):
+            return targets
+        assert time.monotonic() < deadline, targets
+        time.sleep(5)
+
+
+def dcgm_targets(targets):
+    return [t for t in targets if t["scrapePool"] == "tokenfactory-dcgm"]
 
 
 def test_the_simulated_dcgm_exporter_is_scraped_where_the_gpu_operators_would_be(lab_runs):
@@ -307,16 +313,10 @@ def test_the_simulated_dcgm_exporter_is_scraped_where_the_gpu_operators_would_be
     assert pod["metadata"]["labels"]["tokenfactory.io/simulation"] == "dcgm-exporter"
     assert pod["metadata"]["labels"].items() >= SIMULATED_DCGM["labels"].items()
     assert pod["spec"]["nodeName"] == NODE and pod["status"]["phase"] == "Running"
-    deadline = time.monotonic() + 120
-    while True:
-        targets = prometheus_get("/api/v1/targets?state=active")["activeTargets"]
-        dcgm = [t for t in targets if t["scrapePool"] == "tokenfactory-dcgm"]
-        if [t for t in dcgm if t["health"] == "up"]:
-            break
-        assert time.monotonic() < deadline, dcgm
-        time.sleep(5)
+    targets = scraped_until(lambda targets: [t for t in dcgm_targets(targets) if t["health"] == "up"])
+    dcgm = dcgm_targets(targets)
     assert [t["discoveredLabels"]["__meta_kubernetes_pod_name"] for t in dcgm] == [pod["metadata"]["name"]]
-    temperature = prometheus_get("/api/v1/query?query=DCGM_FI_DEV_GPU_TEMP")["result"]
+    temperature = dashboard_check.query(PROMETHEUS, "DCGM_FI_DEV_GPU_TEMP")
     assert [(r["metric"]["node"], r["metric"]["Hostname"], r["metric"]["modelName"]) for r in temperature] == [
         (NODE, NODE, "NVIDIA GB10")
     ], temperature
