@@ -2,14 +2,17 @@
 # product unchanged: ansible-playbook -i inventories/lab tokenfactory.spark.site (kubeadm, bridge CNI, gateway,
 # PostgreSQL, Redis, Prometheus and the CPU vLLM engine as pods, tenant and key, validation over HTTPS through the
 # Endpoint), then the ledger beside the engine's own counters (lab/ledger.yml). A second run changes nothing.
-.PHONY: lab lab-clean test-e2e
+# `make lab LAB_INVENTORY=inventories/lab-pair`: the same on two podman Sparks cabled by the SIMULATED CX-7 link.
+.PHONY: lab lab-clean test-e2e test-e2e-pair
 TEST_TIERS += test-e2e
 LAB_INVENTORY := inventories/lab
+# reports/<inventory name>/<inventory name>.{json,xml,html} (the inventories' tf_lab_reports, which lab-clean removes).
+LAB_NAME = $(notdir $(patsubst %/,%,$(LAB_INVENTORY)))
 # The cached pieces the lab needs: Kubernetes binaries and node images, the kubelet host image, the service images
 # and the CPU vLLM engine image (each returns in seconds once built).
 LAB_PREREQS := lab-bins node-images node-host-image service-images engine-image
 LAB_ENV := ANSIBLE_CALLBACKS_ENABLED=tokenfactory.spark.progress,tokenfactory.spark.validation_report,ansible.posix.timer ANSIBLE_SHOW_CUSTOM_STATS=true \
-  TOKENFACTORY_VALIDATION_REPORT_DIR=$(ROOT)/reports/lab TOKENFACTORY_VALIDATION_REPORT_NAME=lab
+  TOKENFACTORY_VALIDATION_REPORT_DIR=$(ROOT)/reports/$(LAB_NAME) TOKENFACTORY_VALIDATION_REPORT_NAME=$(LAB_NAME)
 
 ## Run the lab (prints what is simulated first, the validation summary, report paths and ledger last).
 lab: bootstrap $(LAB_PREREQS)
@@ -27,3 +30,8 @@ lab-clean: bootstrap
 ## The lab as its own test (marker e2e): lab-clean, cold run, warm run (the product playbook must change nothing).
 test-e2e: bootstrap $(LAB_PREREQS)
 	$(PYTEST) -m e2e -p no:cacheprovider -rP tests/e2e
+
+## The pair lab as its own test (marker e2e_pair; not in TEST_TIERS: CI's 90 minutes): lab-clean, cold, warm, checks,
+## lab-clean, all with LAB_INVENTORY=inventories/lab-pair.
+test-e2e-pair: bootstrap $(LAB_PREREQS)
+	$(PYTEST) -m e2e_pair -p no:cacheprovider -rP tests/e2e

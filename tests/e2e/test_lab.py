@@ -8,7 +8,6 @@ import json
 import re
 import socket
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -21,13 +20,11 @@ from lab import dashboard_check
 from lab.paths import lab_root
 from tests.awx.awx_runner import job_template, node_extra_vars, run_job
 from tests.awx.test_awx_style_runs import awx_project  # noqa: F401 # pylint: disable=unused-import
-from tests.playbooks.ansible_run import ROOT, ansible_env, render_role, run_playbook
+from tests.e2e import lab_run
+from tests.e2e.lab_run import ledger, make, parts, recap
+from tests.playbooks.ansible_run import ROOT, render_role, run_playbook
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(5400)]
-FIELDS = ("ok", "changed", "unreachable", "failed")
-RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
-PRODUCT = "=== the product: ansible-playbook -i inventories/lab tokenfactory.spark.site"
-LEDGER_PLAY = "PLAY [Lab - the gateway's ledger"
 NODE = "tf-lab-spark-1"
 LAB = yaml.safe_load((ROOT / "inventories/lab/hosts.yml").read_text())
 NODE_IP = LAB["all"]["children"]["spark_nodes"]["children"]["control_plane"]["hosts"][NODE]["ansible_host"]
@@ -49,69 +46,17 @@ NOT_IN_THE_LAB = {
 OTHER_ENGINE_NAMES = "NIM and Dynamo branches: the lab runs vLLM; tests/observability/test_dashboards_live.py"
 
 
-def make(target):
-    started = time.monotonic()
-    proc = subprocess.run(
-        ["make", "--no-print-directory", target],
-        cwd=ROOT,
-        env=ansible_env({"ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}),
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
-    assert proc.returncode == 0, f"make {target} failed:\n{proc.stdout[-8000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout, time.monotonic() - started
-
-
-def parts(output):
-    """The three playbooks of `make lab`: hosts (lab/hosts.yml), product (site), ledger (lab/ledger.yml)."""
-    hosts, rest = output.split(PRODUCT)
-    product, ledger = rest.split(LEDGER_PLAY)
-    return {"hosts": hosts, "product": product, "ledger": ledger}
-
-
-def recap(output):
-    hosts = {
-        m[0]: dict(zip(FIELDS, map(int, m[1:]), strict=True)) for m in RECAP.findall(output.split("PLAY RECAP")[-1])
-    }
-    assert hosts, "no play recap in the output"
-    return hosts
-
-
 def kubectl(*args):
-    return subprocess.run(
-        ["podman", "exec", NODE, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-
-
-def on_node_get(url):
-    """GET from the node (pod addresses are reachable there, not from this machine)."""
-    script = "import sys, urllib.request as u; sys.stdout.write(u.urlopen(sys.argv[1], timeout=10).read().decode())"
-    return subprocess.run(
-        ["podman", "exec", NODE, "python3", "-c", script, url], capture_output=True, text=True, check=True, timeout=60
-    ).stdout
+    return lab_run.kubectl(NODE, *args)
 
 
 def engine_pod():
-    pods = json.loads(kubectl("-n", "tokenfactory", "get", "pods", "-o", "json"))["items"]
-    (pod,) = [p for p in pods if p["metadata"]["labels"].get("tokenfactory.io/model-deployment")]
+    (pod,) = lab_run.engine_pods(NODE, "tokenfactory", DEPLOYMENT)
     return pod
 
 
 def engine_counters():
-    pod = engine_pod()
-    port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
-    text = on_node_get(f"http://{pod['status']['podIP']}:{port}/metrics")
-
-    def total(name):
-        return int(sum(float(v) for v in re.findall(rf"(?m)^vllm:{name}_total\{{[^}}]*\}} (\S+)$", text)))
-
-    return total("prompt_tokens"), total("generation_tokens")
+    return lab_run.pod_token_counters(NODE, engine_pod())
 
 
 @pytest.fixture(scope="module")
@@ -208,17 +153,6 @@ def test_endpoint_serves_https_with_its_certificate_and_only_the_openai_routes(l
     for path in ("/admin/v1/tenants", "/metrics", "/healthz", "/readyz"):
         status, _body = https(path, api_key())
         assert status in (403, 404), (path, status)
-
-
-def ledger(output):
-    text = " ".join(output.split())
-    match = re.search(
-        r"Ledger for tenant lab: (\d+) requests, (\d+) prompt \+ (\d+) completion tokens, cost ([0-9.]+) USD\. "
-        r"Engine pods (\S+): (\d+) prompt \+ (\d+) generation tokens",
-        text,
-    )
-    assert match, "no ledger summary printed"
-    return int(match[1]), int(match[2]), int(match[3]), float(match[4]), int(match[6]), int(match[7])
 
 
 def test_validation_went_through_the_tls_endpoint_to_the_engine_pod_and_the_ledger_matches_it(lab_runs):

@@ -182,3 +182,20 @@ def test_pair_scenario_links_every_file_of_the_pair_inventory():
         assert (scenario / rel).is_symlink() and (scenario / rel).resolve() == (inventory / rel).resolve(), rel
     lab = ROOT / "inventories/lab/group_vars/tf_lab_nodes/lab_node.yml"
     assert (scenario / "tf_lab_nodes.yml").resolve() == lab.resolve()
+
+
+def test_pair_lab_links_every_file_of_the_lab_inventory_and_the_pairs_link_settings():
+    """inventories/lab-pair links inventories/lab's group_vars and host_vars file by file, and inventories/spark-pair's
+    ConnectX-7 settings; its own settings are only group_vars/tf_lab_pair (what the pair lab differs in)."""
+    lab, pair = ROOT / "inventories/lab", ROOT / "inventories/lab-pair"
+    expected = {p.relative_to(lab / "group_vars"): p for p in (lab / "group_vars").rglob("*.yml")}
+    expected[pathlib.Path("all/connectx.yml")] = ROOT / "inventories/spark-pair/group_vars/all/connectx.yml"
+    own = pathlib.Path("tf_lab_pair/pair.yml")
+    found = {p.relative_to(pair / "group_vars"): p for p in (pair / "group_vars").rglob("*.yml")}
+    assert set(found) == set(expected) | {own}
+    for rel, target in expected.items():
+        assert found[rel].is_symlink() and found[rel].resolve() == target.resolve(), rel
+    assert not found[own].is_symlink()
+    (lab_host,) = (lab / "host_vars").glob("*.yml")
+    for host in ("tf-lab-pair-1", "tf-lab-pair-2"):
+        assert (pair / "host_vars" / f"{host}.yml").resolve() == lab_host.resolve(), host

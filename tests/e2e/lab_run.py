@@ -1,0 +1,110 @@
+"""What the lab tests share (tests/e2e/test_lab.py, test_lab_pair.py): `make lab` and `make lab-clean` on an
+inventory, the three playbooks of its output and their recaps, the ledger line lab/ledger.yml prints, the
+inventory's values, and commands on a lab node (podman exec)."""
+
+import json
+import re
+import subprocess
+import time
+
+from tests.playbooks.ansible_run import BIN, ROOT, ansible_env
+
+FIELDS = ("ok", "changed", "unreachable", "failed")
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
+LEDGER_PLAY = "PLAY [Lab - the gateway's ledger"
+SINGLE = "inventories/lab"
+
+
+def make(target, inventory=SINGLE):
+    """`make <target>` for the lab of `inventory` (mk/lab.mk's LAB_INVENTORY); returns (stdout, seconds)."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["make", "--no-print-directory", target, *([] if inventory == SINGLE else [f"LAB_INVENTORY={inventory}"])],
+        cwd=ROOT,
+        env=ansible_env({"ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}),
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
+    assert proc.returncode == 0, f"make {target} failed:\n{proc.stdout[-8000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout, time.monotonic() - started
+
+
+def parts(output, inventory=SINGLE):
+    """The three playbooks of `make lab`: hosts (lab/hosts.yml), product (site), ledger (lab/ledger.yml)."""
+    hosts, rest = output.split(f"=== the product: ansible-playbook -i {inventory} tokenfactory.spark.site")
+    product, ledger_part = rest.split(LEDGER_PLAY)
+    return {"hosts": hosts, "product": product, "ledger": ledger_part}
+
+
+def recap(output):
+    hosts = {
+        m[0]: dict(zip(FIELDS, map(int, m[1:]), strict=True)) for m in RECAP.findall(output.split("PLAY RECAP")[-1])
+    }
+    assert hosts, "no play recap in the output"
+    return hosts
+
+
+def ledger(output):
+    """lab/ledger.yml's line: (requests, prompt, completion, cost, engine prompt, engine generation) - the ledger of
+    tenant lab beside the token counters summed over every engine pod."""
+    text = " ".join(output.split())
+    match = re.search(
+        r"Ledger for tenant lab: (\d+) requests, (\d+) prompt \+ (\d+) completion tokens, cost ([0-9.]+) USD\. "
+        r"Engine pods (.+?): (\d+) prompt \+ (\d+) generation tokens",
+        text,
+    )
+    assert match, "no ledger summary printed"
+    return int(match[1]), int(match[2]), int(match[3]), float(match[4]), int(match[6]), int(match[7])
+
+
+def inventory_values(inventory, names):
+    """The values of `names` for the controller, templated as the lab's playbooks see them."""
+    expression = "{{ {" + ", ".join(f"'{name}': {name}" for name in names) + "} }}"
+    proc = subprocess.run(
+        [BIN / "ansible", "-i", ROOT / inventory, "localhost", "-m", "ansible.builtin.debug", "-a", f"msg={expression}"],
+        cwd=ROOT,
+        env=ansible_env({"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+
+
+def kubectl(node, *args):
+    """kubectl with the admin kubeconfig on the lab node `node` (the control plane)."""
+    return subprocess.run(
+        ["podman", "exec", node, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+
+
+def on_node_get(node, url):
+    """GET from the lab node `node` (pod addresses are reachable there, not from this machine)."""
+    script = "import sys, urllib.request as u; sys.stdout.write(u.urlopen(sys.argv[1], timeout=10).read().decode())"
+    return subprocess.run(
+        ["podman", "exec", node, "python3", "-c", script, url], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+
+
+def engine_pods(node, namespace, deployment):
+    """The pods of the ModelDeployment `deployment`, read on `node`."""
+    pods = json.loads(kubectl(node, "-n", namespace, "get", "pods", "-o", "json"))["items"]
+    return [p for p in pods if p["metadata"]["labels"].get("tokenfactory.io/model-deployment") == deployment]
+
+
+def pod_token_counters(node, pod):
+    """(vllm:prompt_tokens_total, vllm:generation_tokens_total) of an engine pod, from its /metrics on `node`."""
+    port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
+    text = on_node_get(node, f"http://{pod['status']['podIP']}:{port}/metrics")
+
+    def total(name):
+        return int(sum(float(v) for v in re.findall(rf"(?m)^vllm:{name}_total\{{[^}}]*\}} (\S+)$", text)))
+
+    return total("prompt_tokens"), total("generation_tokens")
