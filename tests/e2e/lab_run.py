@@ -59,9 +59,10 @@ def ledger(output):
     return int(match[1]), int(match[2]), int(match[3]), float(match[4]), int(match[6]), int(match[7])
 
 
-def inventory_values(inventory, names):
-    """The values of `names` for the controller, templated as the lab's playbooks see them."""
-    expression = "{{ {" + ", ".join(f"'{name}': {name}" for name in names) + "} }}"
+def inventory_values(inventory, expressions):
+    """{expression: value} for the controller, templated as the lab's playbooks see them (variable names, or
+    expressions such as groups['workers'][0])."""
+    expression = "{{ [" + ", ".join(expressions) + "] }}"
     proc = subprocess.run(
         [BIN / "ansible", "-i", ROOT / inventory, "localhost", "-m", "ansible.builtin.debug", "-a", f"msg={expression}"],
         cwd=ROOT,
@@ -71,7 +72,8 @@ def inventory_values(inventory, names):
         timeout=120,
         check=True,
     )
-    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+    values = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+    return dict(zip(expressions, values, strict=True))
 
 
 def kubectl(node, *args):
