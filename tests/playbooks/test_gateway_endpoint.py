@@ -153,3 +153,6 @@ def test_admin_access_reads_the_token_and_the_admin_node_port_url(tf_lab, tmp_pa
     assert token not in found.stdout
     node_ip = next(a["address"] for a in kube.list(NODE)[0]["status"]["addresses"] if a["type"] == "InternalIP")
     assert json.loads(facts.read_text()) == {"token": token, "url": f"http://{node_ip}:30081"}
+    # Where the node IPs are not the controller's way to the nodes (a Spark pair's are its link addresses).
+    run_playbook(book, "-i", "localhost,", "-c", "local", "-e", "gateway_admin_node_address=192.0.2.11")
+    assert json.loads(facts.read_text())["url"] == "http://192.0.2.11:30081"
