@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import re
 import subprocess
 import tempfile
 
+from tests.playbooks import ansible_run
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-RECAP = re.compile(r"^(?P<host>\S+)\s*: ok=\d+\s+changed=(?P<changed>\d+)\s", re.M)
 
 
 def run_role(target, role, extra_vars=None, check=False, connection="containers.podman.podman"):
@@ -44,8 +44,5 @@ def run_role(target, role, extra_vars=None, check=False, connection="containers.
 
 
 def changed_count(result) -> int:
-    """Sum of changed= over the PLAY RECAP lines (raises when there is no recap: the run did not finish)."""
-    counts = [int(m["changed"]) for m in RECAP.finditer(result.stdout)]
-    if not counts:
-        raise AssertionError(f"no PLAY RECAP in the output:\n{result.stdout[-3000:]}\n{result.stderr[-2000:]}")
-    return sum(counts)
+    """Sum of changed= over the PLAY RECAP lines (fails when there is no recap: the run did not finish)."""
+    return ansible_run.changed_count(result.stdout, result.stderr)

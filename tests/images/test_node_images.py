@@ -7,13 +7,12 @@ containerd role applied for real."""
 import json
 import os
 import pathlib
-import re
 import subprocess
 import uuid
 
 import pytest
 
-from tests.playbooks.ansible_run import ROOT, run_playbook
+from tests.playbooks.ansible_run import ROOT, play_recap, run_playbook
 from tests.playbooks.lab_node_inventory import write_lab_node_inventory
 
 pytestmark = [pytest.mark.molecule, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -22,9 +21,7 @@ GATEWAY = "localhost/tokenfactory-gateway:0.1.0"
 
 
 def changed(stdout, host):
-    match = re.search(rf"{re.escape(host)}\s+: ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", stdout)
-    assert match, stdout[-5000:]
-    return int(match[1])
+    return play_recap(stdout)[host]["changed"]
 
 
 @pytest.fixture

@@ -8,15 +8,13 @@ import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory import kinds
 
 from tests.modules.lab_helpers import snapshot
-from tests.playbooks.ansible_run import ROOT, run_playbook
+from tests.playbooks.ansible_run import ROOT, play_recap, run_playbook
 
 pytestmark = pytest.mark.lab
 
 
 def recap(stdout):
-    match = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=0\s+failed=(\d+)", stdout)
-    assert match, stdout[-3000:]
-    return {"ok": int(match[1]), "changed": int(match[2]), "failed": int(match[3])}
+    return play_recap(stdout)["localhost"]
 
 
 def test_serve_playbook_creates_the_walkthrough_objects(tf_lab):

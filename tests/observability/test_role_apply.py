@@ -13,7 +13,7 @@ import yaml
 from lab.paths import REPO_ROOT
 from lab.wait import wait_until
 from tests.modules.lab_helpers import client
-from tests.playbooks.ansible_run import run_playbook
+from tests.playbooks.ansible_run import changed_count, run_playbook
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import CRD, ResourceType, STATEFUL_SET
 
 pytestmark = [pytest.mark.observability, pytest.mark.lab]
@@ -35,8 +35,7 @@ def apply_role(tmp_path, kubeconfig, **role_vars):
         "observability_host_path_node": "spark-01", "observability_wait_timeout": 120, **role_vars}}  # fmt: skip
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "roles": [role]}]))
     proc = run_playbook(playbook, "-i", "localhost,", "-c", "local", extra_env={"ANSIBLE_NOCOLOR": "1"}, timeout=900)
-    recap = proc.stdout.split("PLAY RECAP")[-1]
-    return int(recap.split("changed=")[1].split()[0])
+    return changed_count(proc.stdout, proc.stderr)
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,17 @@
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
+RECAP_LINE = re.compile(
+    r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
+    r"\s+failed=(?P<failed>\d+)",
+    re.MULTILINE,
+)
 
 
 def ansible_env(extra=None):
@@ -29,6 +35,22 @@ def run_playbook(playbook, *args, extra_env=None, check=True, timeout=600, cwd=R
             f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
         )
     return proc
+
+
+def play_recap(stdout: str, stderr: str = "") -> dict[str, dict[str, int]]:
+    """host -> {ok, changed, unreachable, failed} of the last PLAY RECAP; fails when there is none (the run did
+    not finish)."""
+    hosts = {
+        m["host"]: {field: int(value) for field, value in m.groupdict().items() if field != "host"}
+        for m in RECAP_LINE.finditer(stdout.rpartition("PLAY RECAP")[2])
+    }
+    assert hosts, f"no PLAY RECAP in the output:\n{stdout[-3000:]}\n{stderr[-2000:]}"
+    return hosts
+
+
+def changed_count(stdout: str, stderr: str = "") -> int:
+    """Sum of changed= over the hosts of the last PLAY RECAP."""
+    return sum(counts["changed"] for counts in play_recap(stdout, stderr).values())
 
 
 def render_role(tmp_path, role, tasks_from, facts, role_vars=None, inventory="localhost,"):

@@ -5,22 +5,19 @@ rollout (the gateway reloads it), and the public Service sits on the node's addr
 
 import base64
 import json
-import re
 import uuid
 
 import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import DEPLOYMENT, NODE, SECRET, SERVICE
 
 from tests.modules.lab_helpers import self_signed
-from tests.playbooks.ansible_run import run_playbook
+from tests.playbooks.ansible_run import play_recap, run_playbook
 
 pytestmark = pytest.mark.lab
 
 
 def changed(stdout):
-    match = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", stdout)
-    assert match, stdout[-4000:]
-    return int(match[1])
+    return play_recap(stdout)["localhost"]["changed"]
 
 
 def play(tmp_path, lab, namespace, tasks_from, extra=None, check=True):

@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ResourceType
 
 from tests.modules.lab_helpers import client
-from tests.playbooks.ansible_run import ROOT, run_playbook, render_role
+from tests.playbooks.ansible_run import ROOT, changed_count, render_role, run_playbook
 
 ROLE = "tokenfactory.spark.gpu_operator"
 CONFIG_MAP = ResourceType("v1", "ConfigMap", "configmaps")
@@ -119,7 +119,7 @@ def test_dcgm_metrics_configmap_is_applied_once(tmp_path, lab_cluster):
     task = {"ansible.builtin.include_role": {"name": ROLE, "tasks_from": "dcgm_metrics"}, "vars": role_vars}
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
     runs = [run_playbook(playbook, "-i", "localhost,", "-c", "local").stdout for _run in range(2)]
-    assert [int(re.search(r"changed=(\d+)", out.split("PLAY RECAP")[-1])[1]) for out in runs] == [2, 0]
+    assert [changed_count(out) for out in runs] == [2, 0]
     config_map = client(lab_cluster.kubeconfig).get(CONFIG_MAP, "tokenfactory-dcgm-metrics", namespace)
     applied = config_map["data"]["dcgm-metrics.csv"]
     assert applied == (ROOT / "roles/gpu_operator/files/dcgm-metrics.csv").read_text().rstrip("\n")
