@@ -1,5 +1,5 @@
 """What the lab tests share (tests/e2e/test_lab.py, test_lab_pair.py): `make lab` and `make lab-clean` on an
-inventory, the three playbooks of its output and their recaps, the ledger line lab/ledger.yml prints, the
+inventory, the three playbooks of its output, the ledger line lab/ledger.yml prints, the
 inventory's values, and commands on a lab node (podman exec)."""
 
 import json
@@ -9,8 +9,6 @@ import time
 
 from tests.playbooks.ansible_run import BIN, ROOT, ansible_env
 
-FIELDS = ("ok", "changed", "unreachable", "failed")
-RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
 LEDGER_PLAY = "PLAY [Lab - the gateway's ledger"
 SINGLE = "inventories/lab"
 
@@ -38,14 +36,6 @@ def parts(output, inventory=SINGLE):
     return {"hosts": hosts, "product": product, "ledger": ledger_part}
 
 
-def recap(output):
-    hosts = {
-        m[0]: dict(zip(FIELDS, map(int, m[1:]), strict=True)) for m in RECAP.findall(output.split("PLAY RECAP")[-1])
-    }
-    assert hosts, "no play recap in the output"
-    return hosts
-
-
 def ledger(output):
     """lab/ledger.yml's line: (requests, prompt, completion, cost, engine prompt, engine generation) - the ledger of
     tenant lab beside the token counters summed over every engine pod."""
@@ -64,7 +54,16 @@ def inventory_values(inventory, expressions):
     expressions such as groups['workers'][0])."""
     expression = "{{ [" + ", ".join(expressions) + "] }}"
     proc = subprocess.run(
-        [BIN / "ansible", "-i", ROOT / inventory, "localhost", "-m", "ansible.builtin.debug", "-a", f"msg={expression}"],
+        [
+            BIN / "ansible",
+            "-i",
+            ROOT / inventory,
+            "localhost",
+            "-m",
+            "ansible.builtin.debug",
+            "-a",
+            f"msg={expression}",
+        ],
         cwd=ROOT,
         env=ansible_env({"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}),
         capture_output=True,

@@ -21,7 +21,8 @@ from lab.paths import lab_root
 from tests.awx.awx_runner import job_template, node_extra_vars, run_job
 from tests.awx.test_awx_style_runs import awx_project  # noqa: F401 # pylint: disable=unused-import
 from tests.e2e import lab_run
-from tests.e2e.lab_run import ledger, make, parts, recap
+from tests.e2e.lab_run import ledger, make, parts
+from tests.playbooks.ansible_run import play_recap
 from tests.playbooks.ansible_run import ROOT, render_role, run_playbook
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(5400)]
@@ -95,15 +96,15 @@ def test_simulation_boundary_is_printed_first(lab_runs):
 
 def test_cold_run_succeeds_and_changes_things(lab_runs):
     for part, text in parts(lab_runs["cold"]).items():
-        hosts = recap(text)
+        hosts = play_recap(text)
         assert all(h["failed"] == 0 and h["unreachable"] == 0 for h in hosts.values()), (part, hosts)
-    assert recap(parts(lab_runs["cold"])["product"])[NODE]["changed"] > 0
+    assert play_recap(parts(lab_runs["cold"])["product"])[NODE]["changed"] > 0
 
 
 def test_warm_run_changes_nothing(lab_runs):
     """The product playbook (and the lab's own steps around it) report changed=0 on the second run."""
     for part, text in parts(lab_runs["warm"]).items():
-        hosts = recap(text)
+        hosts = play_recap(text)
         assert all(h["changed"] == 0 and h["failed"] == 0 for h in hosts.values()), (part, hosts)
     print(f"lab cold {lab_runs['cold_s']:.0f} s, warm {lab_runs['warm_s']:.0f} s")
 

@@ -13,7 +13,8 @@ import subprocess
 import pytest
 
 from lab.paths import lab_root
-from tests.e2e.lab_run import engine_pods, inventory_values, kubectl, ledger, make, parts, pod_token_counters, recap
+from tests.e2e.lab_run import engine_pods, inventory_values, kubectl, ledger, make, parts, pod_token_counters
+from tests.playbooks.ansible_run import play_recap
 
 pytestmark = [pytest.mark.e2e_pair, pytest.mark.slow, pytest.mark.timeout(7200)]
 INVENTORY = "inventories/lab-pair"
@@ -27,7 +28,7 @@ NAMES = (
 @pytest.fixture(scope="module")
 def pair():
     """The inventory's values, its two nodes and their management addresses."""
-    values = inventory_values(INVENTORY, NAMES + ("groups['control_plane'][0]", "groups['workers'][0]"))
+    values = inventory_values(INVENTORY, (*NAMES, "groups['control_plane'][0]", "groups['workers'][0]"))
     first, second = values["groups['control_plane'][0]"], values["groups['workers'][0]"]
     addresses = inventory_values(INVENTORY, (f"hostvars['{first}'].ansible_host", f"hostvars['{second}'].ansible_host"))
     values["nodes"] = [first, second]
@@ -55,9 +56,9 @@ def pods_of_the_deployment(pair):
 
 def test_cold_run_succeeds_on_both_nodes_and_names_the_simulated_link(runs, pair):
     for part, text in parts(runs["cold"], INVENTORY).items():
-        hosts = recap(text)
+        hosts = play_recap(text)
         assert all(h["failed"] == 0 and h["unreachable"] == 0 for h in hosts.values()), (part, hosts)
-    product = recap(parts(runs["cold"], INVENTORY)["product"])
+    product = play_recap(parts(runs["cold"], INVENTORY)["product"])
     assert all(product[node]["changed"] > 0 for node in pair["nodes"]), product
     banner = " ".join(runs["cold"].split("TASK [")[1].split())
     assert banner.count("SIMULATED:") == 1 and f"is the internal podman network {pair['tf_lab_link']['name']}" in banner
@@ -66,14 +67,17 @@ def test_cold_run_succeeds_on_both_nodes_and_names_the_simulated_link(runs, pair
 def test_second_run_changes_nothing(runs):
     """Every playbook of the warm run - lab/hosts.yml, the product's site.yml, lab/ledger.yml - has changed=0."""
     for part, text in parts(runs["warm"], INVENTORY).items():
-        hosts = recap(text)
+        hosts = play_recap(text)
         assert all(h["changed"] == 0 and h["failed"] == 0 for h in hosts.values()), (part, hosts)
     print(f"pair lab cold {runs['cold_s']:.0f} s, warm {runs['warm_s']:.0f} s")
 
 
 def test_both_nodes_ready_and_the_worker_joined_over_the_link(runs, pair):
     link = ipaddress.ip_network(pair["connectx_link_cidr"])
-    nodes = {n["metadata"]["name"]: n for n in json.loads(kubectl(control_plane(pair), "get", "nodes", "-o", "json"))["items"]}
+    nodes = {
+        n["metadata"]["name"]: n
+        for n in json.loads(kubectl(control_plane(pair), "get", "nodes", "-o", "json"))["items"]
+    }
     assert sorted(nodes) == sorted(pair["nodes"])
     for name, node in nodes.items():
         assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True", name
@@ -127,10 +131,12 @@ def https_models(pair, address):
     with open(key_file, encoding="utf-8") as key:
         request = f"GET /v1/models HTTP/1.1\r\nHost: {pair['tf_endpoint_hostname']}\r\n"
         request += f"Authorization: Bearer {key.read().strip()}\r\nConnection: close\r\n\r\n"
-    with socket.create_connection((address, 443), timeout=10) as raw:
-        with context.wrap_socket(raw, server_hostname=pair["tf_endpoint_hostname"]) as tls:
-            tls.sendall(request.encode())
-            return b"".join(iter(lambda: tls.recv(65536), b"")).decode()
+    with (
+        socket.create_connection((address, 443), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=pair["tf_endpoint_hostname"]) as tls,
+    ):
+        tls.sendall(request.encode())
+        return b"".join(iter(lambda: tls.recv(65536), b"")).decode()
 
 
 def test_the_endpoint_answers_on_both_sparks_management_addresses(runs, pair):
