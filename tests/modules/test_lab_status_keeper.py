@@ -7,8 +7,11 @@ container crash-loops (set as a kubelet reports it; kwok leaves a running pod al
 nothing is written while nothing changes; an Endpoint's phase follows its gateway's pods."""
 
 import json
+import os
 import subprocess
+import sys
 import threading
+import time
 import urllib.parse
 
 import pytest
@@ -29,13 +32,15 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.en
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.keeper import Keeper, run
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import ENDPOINT, MODEL_DEPLOYMENT
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import gateway_state
 
 from tests.modules.test_lab_endpoint_gateway import gateway
-from tests.playbooks.ansible_run import render_role
+from tests.playbooks.ansible_run import ROOT, render_role
 
 pytestmark = pytest.mark.lab
 MERGE = "application/merge-patch+json"
 INTERVAL = 0.5
+KEEPER_MODULE = "ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.keeper"
 CRASH = {
     "waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container=engine"},
 }
@@ -134,10 +139,16 @@ def test_a_crash_loop_after_ready_turns_failed_and_back_without_a_module_run(tf_
     (pod,) = admin.list(POD, namespace, f"{MODEL_DEPLOYMENT_LABEL}=qwen")
     report(admin, pod, ready=False, waiting=CRASH["waiting"])
     available(admin, namespace, "qwen", 0)
+    stale = admin.get(MODEL_DEPLOYMENT, "qwen", namespace)
     crashed = keeper.run_pass()
     assert crashed["written"] == 1 and crashed["unchanged"] == 1, crashed
     status = admin.get(MODEL_DEPLOYMENT, "qwen", namespace)["status"]
     assert status["phase"] == "Failed" and status["readyReplicas"] == 0, status
+    started = time.monotonic()
+    with pytest.raises(K8sError) as conflict:  # a write computed from an older version is refused, not retried
+        keeper.write(MODEL_DEPLOYMENT, stale, stale["status"])
+    assert conflict.value.status == 409 and time.monotonic() - started < 5
+    assert admin.get(MODEL_DEPLOYMENT, "qwen", namespace)["status"]["phase"] == "Failed"
     assert f"{pod['metadata']['name']}: container engine CrashLoopBackOff" in status["message"], status["message"]
     assert "last exit code 1 (Error), restarts 3" in status["message"]
     assert {k: v for k, v in status.items() if k not in ("phase", "message", "readyReplicas")} == {
@@ -182,14 +193,35 @@ def test_the_endpoint_phase_follows_the_gateway_pods(tf_lab, keeper_client):
         service, deployment = gateway(namespace, replicas=2)
         tf_lab.kube.apply(service)
         tf_lab.kube.apply(deployment)
-        wait_until(lambda: endpoint_status()["gatewayReadyPods"] == 2, 90, "the keeper to see 2 gateway pods", 0.3)
+        wait_until(
+            lambda: endpoint_status()["gatewayReadyPods"] == 2, 90, "the keeper to see 2 gateway pods", interval=0.3
+        )
         assert endpoint_status()["phase"] == "Ready"
         assert endpoint_status()["message"] == f"gateway Service {namespace}/gw: 2 ready gateway pod(s)"
         tf_lab.kube.apply(gateway(namespace, replicas=0)[1])
-        wait_until(lambda: endpoint_status()["phase"] == "Pending", 90, "the keeper to see no gateway pod", 0.3)
+        wait_until(
+            lambda: endpoint_status()["phase"] == "Pending", 90, "the keeper to see no gateway pod", interval=0.3
+        )
         assert endpoint_status()["message"] == f"gateway Service {namespace}/gw has no ready gateway pod"
     finally:
         stop.set()
         loop.join(timeout=30)
+    try:
+        # The entry point the role's Deployment runs, one pass (signed in from a kubeconfig here).
+        tf_lab.kube.apply(gateway(namespace, replicas=1)[1])
+        ready = {"serviceName": "gw", "namespace": namespace}
+        wait_until(lambda: gateway_state(tf_lab.kube, ready)[2] == 1, 90, "1 ready gateway pod", interval=0.3)
+        once = subprocess.run(
+            [sys.executable, "-m", KEEPER_MODULE, "--once", "--namespace", namespace],
+            env={**os.environ, "K8S_AUTH_KUBECONFIG": str(tf_lab.kubeconfig), "PYTHONPATH": str(ROOT / ".collections")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert once.returncode == 0, once.stderr
+        assert f"Endpoint {namespace}/own: Pending -> Ready, 1 gateway pod(s) ready" in once.stderr, once.stderr
+        assert endpoint_status()["gatewayReadyPods"] == 1
+    finally:
         tf_lab.kube.delete(DEPLOYMENT, "gw", namespace)
         tf_lab.kube.delete(SERVICE, "gw", namespace)
