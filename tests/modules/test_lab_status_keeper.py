@@ -4,7 +4,8 @@ gateway role's rendered ServiceAccount and ClusterRole) read from the in-cluster
 
 A deployment the module left Ready turns Failed with CrashLoopBackOff in its message once its pod's status says the
 container crash-loops (set as a kubelet reports it; kwok leaves a running pod alone), and Ready again once it runs;
-nothing is written while nothing changes; an Endpoint's phase follows its gateway's pods."""
+nothing is written while nothing changes; an Endpoint's phase follows its gateway's pods; and the gateway, which
+routes by the stored phase, drops the crash-looping deployment and takes it back."""
 
 import json
 import os
@@ -14,6 +15,7 @@ import threading
 import time
 import urllib.parse
 
+import openai
 import pytest
 from kubernetes.config import incluster_config
 from lab.k8s import bins
@@ -34,6 +36,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ke
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import ENDPOINT, MODEL_DEPLOYMENT
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import gateway_state
 
+from tests.engine.synthetic import SyntheticUpstream
 from tests.modules.test_lab_endpoint_gateway import gateway
 from tests.playbooks.ansible_run import ROOT, render_role
 
@@ -225,3 +228,37 @@ def test_the_endpoint_phase_follows_the_gateway_pods(tf_lab, keeper_client):
     finally:
         tf_lab.kube.delete(DEPLOYMENT, "gw", namespace)
         tf_lab.kube.delete(SERVICE, "gw", namespace)
+
+
+@pytest.mark.gateway
+def test_the_gateway_stops_routing_a_crash_looping_deployment_once_the_keeper_wrote_it(
+    tf_lab, tf_namespace, keeper_client, gateway_factory
+):
+    """The gap the keeper closes: the gateway routes by the stored phase; without a module run it drops a deployment
+    whose engine crash-loops, and takes it back once the engine runs again."""
+    namespace, admin = tf_namespace, tf_lab.kube
+    with SyntheticUpstream(model="qwen") as upstream:
+        deployed = tf_lab.ok("model_deployment", name="qwen", namespace=namespace, model="qwen", endpoint="public",
+                             gpu_type="NVIDIA-GB10", tenants=["acme"], upstream_url=upstream.base_url)  # fmt: skip
+        assert deployed["status"]["phase"] == "Ready", deployed["status"]
+        gw = gateway_factory([], routing_source="kubernetes", kubeconfig=str(tf_lab.kubeconfig),
+                             routing_namespace=namespace, routing_refresh_seconds=INTERVAL)  # fmt: skip
+        client = openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.create_key("acme"), max_retries=0)
+        served = deployed["served_model_name"]
+        assert [m.id for m in client.models.list()] == [served]
+
+        stop = threading.Event()
+        loop = threading.Thread(target=run, args=(Keeper(keeper_client, namespace), INTERVAL, stop), daemon=True)
+        loop.start()
+        try:
+            (pod,) = admin.list(POD, namespace, f"{MODEL_DEPLOYMENT_LABEL}=qwen")
+            report(admin, pod, ready=False, waiting=CRASH["waiting"])
+            wait_until(lambda: [m.id for m in client.models.list()] == [], 60, "the gateway to drop it", interval=0.3)
+            assert admin.get(MODEL_DEPLOYMENT, "qwen", namespace)["status"]["phase"] == "Failed"
+            with pytest.raises(openai.NotFoundError):
+                client.chat.completions.create(model=served, messages=[{"role": "user", "content": "hi"}])
+            report(admin, pod, ready=True)
+            wait_until(lambda: [m.id for m in client.models.list()] == [served], 60, "routed again", interval=0.3)
+        finally:
+            stop.set()
+            loop.join(timeout=30)
