@@ -3,6 +3,8 @@ secret setting comes from a Secret (checked against services/gateway's Config, n
 
 import dataclasses
 
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import ENGINES
+
 from tests.playbooks.ansible_run import ROOT, render_role
 
 
@@ -120,6 +122,9 @@ def test_the_status_keeper_runs_the_collection_module_from_the_gateway_image_wit
     assert writes == [(["tokenfactory.io"], ["modeldeployments/status", "endpoints/status"])]
     assert all(r["verbs"] == ["patch"] for r in rules if any("/status" in x for x in r["resources"]))
     assert not [r for r in rules if "secrets" in r["resources"] or "*" in r["resources"] + r["verbs"]]
+    for engine in ENGINES.values():  # an operator-run engine's object is read for its phase
+        crd = engine.REQUIRED_CRD
+        assert not crd or [r for r in rules if [crd["group"]] == r["apiGroups"] and crd["plural"] in r["resources"]]
     binding = objects[("ClusterRoleBinding", name)]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "tokenfactory-system"}]
     assert binding["roleRef"]["name"] == name
