@@ -16,7 +16,8 @@ description:
   - C(status.baseURL) is the OpenAI base URL (C(https://<hostname>/v1)); the gateway reads it.
   - C(status.phase) says whether the gateway behind it serves - V(Ready) once a pod of the gateway Service
     (O(gateway)) is ready to take traffic, V(Pending) otherwise (C(status.message) says why) - as observed when the
-    module runs; C(status.gatewayReadyPods) counts them.
+    module runs, and kept current between runs by the status keeper the gateway role deploys
+    (C(gateway_status_keeper)); C(status.gatewayReadyPods) counts them.
   - With O(tls_cert) and O(tls_key) the module stores them in a C(kubernetes.io/tls) Secret C(<name>-tls) owned
     by the Endpoint. The key is never logged or returned; certificate and key must match.
 author:
@@ -103,14 +104,13 @@ tls_secret:
   sample: public-tls
 """
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ENDPOINT_SLICE, SECRET, SERVICE
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import SECRET
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
     COMPUTE_CLUSTER,
     ENDPOINT,
     MODEL_DEPLOYMENT,
     tf_object,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import PENDING, READY
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import (
     ValidationError,
@@ -124,35 +124,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ru
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.secrets import (
     ensure_with_secret,
 )
-
-
-def base_url(spec):
-    if spec.get("externalURL"):
-        root = spec["externalURL"]
-        return root if root.endswith("/v1") else f"{root}/v1"
-    scheme = "https" if spec.get("tls") else "http"
-    port = spec.get("port")
-    default = 443 if scheme == "https" else 80
-    return f"{scheme}://{spec['hostname']}{f':{port}' if port and port != default else ''}/v1"
-
-
-def gateway_state(client, gateway):
-    """(phase, message, ready addresses) of the gateway Service behind the Endpoint: Ready once one of its pods is
-    ready to take traffic (an EndpointSlice lists it ready), Pending while none is (or the Service is missing)."""
-    name, namespace = gateway["serviceName"], gateway["namespace"]
-    where = f"gateway Service {namespace}/{name}"
-    if client.get(SERVICE, name, namespace) is None:
-        return PENDING, f"{where} does not exist (deploy the gateway role)", 0
-    slices = client.list(ENDPOINT_SLICE, namespace, f"kubernetes.io/service-name={name}")
-    ready = sum(
-        1
-        for piece in slices
-        for address in piece.get("endpoints") or []
-        if (address.get("conditions") or {}).get("ready", True)
-    )
-    if ready:
-        return READY, f"{where}: {ready} ready gateway pod(s)", ready
-    return PENDING, f"{where} has no ready gateway pod", 0
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import endpoint_status
 
 
 def tls_spec(tfm, name):
@@ -200,14 +172,7 @@ def main():
 
         secret = (secret_name, "kubernetes.io/tls", secret_data) if secret_data else None
         applied = ensure_with_secret(tfm.objects, tf_object("Endpoint", name, namespace, spec), secret)
-        phase, message, ready = gateway_state(tfm.client, spec["gateway"])
-        status = {
-            "phase": phase,
-            "message": message,
-            "gatewayReadyPods": ready,
-            "baseURL": base_url(spec),
-            "computeCluster": params["compute_cluster"],
-        }
+        status = endpoint_status(tfm.client, spec)
         stored = tfm.objects.write_status(applied, status)
         tls = {"tls_secret": secret_name} if secret_name else {}
         return {"endpoint": stored, "base_url": status["baseURL"], **tls}

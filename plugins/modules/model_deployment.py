@@ -32,7 +32,9 @@ description:
     created; with V(queue) it is created and stays C(Pending) until a GPU is released."
   - The module also writes C(status) (phase, served model name, upstream URL, placement, capacity); the Token
     Factory gateway routes by C(spec.model), C(spec.endpoint), C(spec.tenants), C(spec.rateLimits), C(spec.pricing)
-    and C(status.upstreamURL), and only while C(status.phase) is C(Ready).
+    and C(status.upstreamURL), and only while C(status.phase) is C(Ready). Between runs the status keeper the
+    gateway role deploys (C(gateway_status_keeper)) recomputes C(status) with the same code when the pods change,
+    for example to V(Failed) when a Ready deployment's engine starts crash-looping.
 author:
   - Token Factory maintainers (@tokenfactory)
 options:
@@ -334,7 +336,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client impo
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.progress import progress_line
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import RolloutFailed
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import FAILED, PENDING, READY
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import FAILED, READY
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import (
     deployment_spec,
     service_name,
@@ -343,7 +345,6 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.en
     engine_of,
     possible_children,
     render,
-    upstream_url,
 )
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
     COMPUTE_CLUSTER,
@@ -358,6 +359,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.op
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.references import reference, require_crd
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import deployment_status
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.watch import subject
 
 ARG_SPEC = {
@@ -416,41 +418,6 @@ class Deployer:
                 stale.append((rtype, child_name))
         return stale
 
-    def observe(self, md, spec, plan, endpoint, cluster):
-        seen = engine_of(spec).observe(self.client, md, plan)
-        phase, message, nodes = seen["phase"], seen["message"], seen["nodes"]
-        if plan["note"] and phase != READY:
-            message = plan["note"] if phase != PENDING else message
-        fabrics = sorted(
-            {n.get("fabric") for n in cluster["status"]["nodes"] if n["name"] in nodes and n.get("fabric")}
-        )
-        placement = {
-            "gpuType": spec["gpuType"],
-            "gpusPerReplica": spec["gpusPerReplica"],
-            "gpusPerPod": plan["gpusPerPod"],
-            "nodesPerReplica": plan["nodesPerReplica"],
-            "unifiedMemory": plan["gpuGroup"]["unifiedMemory"],
-            "nodes": nodes,
-        }
-        if fabrics:
-            placement["fabric"] = fabrics[0]
-        return {
-            "phase": phase,
-            "message": message,
-            "servedModelName": plan["servedName"],
-            "upstreamURL": upstream_url(md, plan),
-            "endpointBaseURL": endpoint.get("status", {}).get("baseURL", ""),
-            "computeCluster": cluster["metadata"]["name"],
-            "contextLength": plan["contextLength"],
-            "gpuMemoryUtilization": plan["gpuMemoryUtilization"],
-            "replicas": spec["autoscaling"]["minReplicas"] if "autoscaling" in spec else spec["replicas"],
-            "readyReplicas": seen["readyReplicas"],
-            "placement": placement,
-            "capacity": plan["capacity"],
-            "children": plan["children"],
-            "observedGeneration": md["metadata"].get("generation", 1),
-        }
-
     def present(self):
         tfm, params, objects = self.tfm, self.params, self.tfm.objects
         spec = deployment_spec(params)
@@ -482,7 +449,7 @@ class Deployer:
         for rtype, child_name in stale:
             # Background: the stale child disappears now, the garbage collector removes what it owned.
             objects.remove(rtype, child_name, self.namespace, propagation="Background")
-        status = self.observe(applied, spec, plan, endpoint, cluster)
+        status = deployment_status(self.client, applied, spec, plan, endpoint, cluster)
         if params["wait"] and not tfm.check_mode and not plan["note"]:
             status = self.wait_ready(applied, spec, plan, endpoint, cluster)
         stored = objects.write_status(applied, status)
@@ -503,7 +470,7 @@ class Deployer:
         latest = {}
 
         def check():
-            latest["status"] = self.observe(applied, spec, plan, endpoint, cluster)
+            latest["status"] = deployment_status(self.client, applied, spec, plan, endpoint, cluster)
             status = latest["status"]
             # Failed (a stuck pod, a rollout past its deadline) ends the wait at once: present() then fails.
             done = status if status["phase"] in (READY, FAILED) else None

@@ -11,7 +11,8 @@ module: model_deployment_info
 short_description: List Token Factory model deployments, their status and GPU placement
 description:
   - Deployments with their phase, upstream URL, GPU placement and capacity estimate.
-  - C(status) is what M(tokenfactory.spark.model_deployment) observed when it last ran. With O(observe=true) the
+  - C(status) is what M(tokenfactory.spark.model_deployment) observed when it last ran, or what the status keeper
+    (gateway role, C(gateway_status_keeper)) recomputed since with the same code. With O(observe=true) the
     module also reads each deployment's engine workload and pods now (writing nothing) and returns RV(rollouts)
     and RV(progress_line), for an C(until) loop that watches a rollout (see C(playbooks/serve.yml)).
 version_added: 0.1.0
@@ -58,7 +59,7 @@ model_deployments:
   elements: dict
   contains:
     status:
-      description: What the module observed when it last ran.
+      description: What the module observed when it last ran (or the status keeper since).
       type: dict
       contains:
         phase:

@@ -130,6 +130,21 @@ def test_the_gateway_image_runs_the_gateway_package_as_a_non_root_user(images):
         )
         assert proc.stdout.strip() == "10001"
         assert "--config CONFIG" in podman("run", "--rm", "localhost/tokenfactory-gateway:0.1.0", "--help").stdout
+        # The status keeper's entry point (the gateway role's command): the collection's module_utils are in the image.
+        keeper = podman(
+            "run",
+            "--rm",
+            "--entrypoint",
+            "python",
+            "localhost/tokenfactory-gateway:0.1.0",
+            "-m",
+            "ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.keeper",
+            "--once",
+            check=False,
+        )
+        # No cluster here: it signs in as in a pod (no service account token mounted), then says so and exits 1.
+        assert keeper.returncode == 1, keeper.stdout + keeper.stderr
+        assert "status keeper: cannot configure the Kubernetes client" in keeper.stderr, keeper.stderr
     finally:
         podman("rmi", "-f", "localhost/tokenfactory-gateway:0.1.0", check=False)
 

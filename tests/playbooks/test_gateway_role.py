@@ -3,6 +3,8 @@ secret setting comes from a Secret (checked against services/gateway's Config, n
 
 import dataclasses
 
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import ENGINES
+
 from tests.playbooks.ansible_run import ROOT, render_role
 
 
@@ -21,7 +23,9 @@ def test_deployment_env_matches_the_gateway_settings(tmp_path):
     manifests = render_role(tmp_path, "tokenfactory.spark.gateway", "render", ["gateway_manifests"])[
         "gateway_manifests"
     ]
-    (deployment,) = [m for m in manifests if m["kind"] == "Deployment"]
+    (deployment,) = [
+        m for m in manifests if m["kind"] == "Deployment" and m["metadata"]["name"] == "tokenfactory-gateway"
+    ]
     env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
     fields, secrets, prefix = gateway_config_fields()
     names = {e["name"].removeprefix(prefix).lower(): e for e in env}
@@ -95,3 +99,35 @@ def test_the_ledger_keeps_its_data_on_a_claim_or_on_a_node_directory(tmp_path):
         {"name": "data", "hostPath": {"path": "/var/lib/tokenfactory/postgres", "type": "DirectoryOrCreate"}}
     ]
     assert spec["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "spark-01"}
+
+
+def test_the_status_keeper_runs_the_collection_module_from_the_gateway_image_with_its_own_account(tmp_path):
+    """Its own ServiceAccount and ClusterRole (least privilege: status subresources only, no Secrets); it runs the
+    collection's keeper module (in the image: scripts/build-service-images adds the module_utils)."""
+    objects = rendered(tmp_path, gateway_status_keeper_interval=7)
+    name = "tokenfactory-gateway-status-keeper"
+    pod = objects[("Deployment", name)]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["serviceAccountName"] == name
+    assert (
+        container["image"]
+        == objects[("Deployment", "tokenfactory-gateway")]["spec"]["template"]["spec"]["containers"][0]["image"]
+    )
+    assert container["command"][:2] == ["python", "-m"]
+    module = ROOT / "/".join(container["command"][2].split(".")[3:])  # ansible_collections.tokenfactory.spark.<path>
+    assert module.with_suffix(".py").is_file(), module
+    assert container["env"] == [{"name": "TF_STATUS_KEEPER_INTERVAL", "value": "7"}]
+    rules = objects[("ClusterRole", name)]["rules"]
+    writes = [(r["apiGroups"], r["resources"]) for r in rules if set(r["verbs"]) - {"get", "list"}]
+    assert writes == [(["tokenfactory.io"], ["modeldeployments/status", "endpoints/status"])]
+    assert all(r["verbs"] == ["patch"] for r in rules if any("/status" in x for x in r["resources"]))
+    assert not [r for r in rules if "secrets" in r["resources"] or "*" in r["resources"] + r["verbs"]]
+    for engine in ENGINES.values():  # an operator-run engine's object is read for its phase
+        crd = engine.REQUIRED_CRD
+        assert not crd or [r for r in rules if [crd["group"]] == r["apiGroups"] and crd["plural"] in r["resources"]]
+    binding = objects[("ClusterRoleBinding", name)]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "tokenfactory-system"}]
+    assert binding["roleRef"]["name"] == name
+
+    off = rendered(tmp_path, gateway_status_keeper=False)
+    assert not [key for key in off if key[1] == name]

@@ -35,6 +35,21 @@ def test_python_requirements_are_exact_pins():
             assert PIN.match(line), f"{rel}: {line!r} is not pinned with =="
 
 
+def test_the_gateway_image_pins_the_collection_pins():
+    """The gateway image runs the status keeper (the collection's module_utils): the same kubernetes and
+    ansible-core as the controller."""
+    dev = dict(line.split("==") for line in requirement_lines("requirements-dev.txt") if "==" in line)
+    collection = dict(line.split("==") for line in requirement_lines("requirements.txt"))
+    for rel, pins in (
+        ("services/gateway/requirements-keeper.txt", dev),
+        ("services/gateway/requirements-kubernetes.txt", collection),
+    ):
+        lines = list(requirement_lines(rel))
+        assert lines and all(PIN.match(line) for line in lines), rel
+        for name, version in (line.split("==") for line in lines):
+            assert pins[name] == version, f"{rel}: {name}=={version}, the collection pins {pins[name]}"
+
+
 def test_license_file_is_the_apache_license_galaxy_declares():
     """Every file header cites LICENSE; galaxy.yml names its SPDX id (license, not license_file as well)."""
     galaxy = load("galaxy.yml")

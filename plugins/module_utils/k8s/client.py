@@ -139,14 +139,17 @@ class KubeClient:
         self.field_manager = field_manager
         self.on_retry = on_retry
 
-    def request(self, method, path, body=None, query=None, content_type="application/json", text=False):
+    def request(self, method, path, body=None, query=None, content_type="application/json", text=False, conflict=True):
         """One API call, retried on transient answers: the decoded JSON answer (text=True: the answer as text,
-        e.g. a pod log), or K8sError."""
+        e.g. a pod log), or K8sError. conflict=False: a 409 is final (a write that names the resourceVersion it
+        was computed from fails at once when the object changed since)."""
         return with_retries(
-            lambda: self._request(method, path, body, query, content_type, text), f"{method} {path}", self.on_retry
+            lambda: self._request(method, path, body, query, content_type, text, conflict),
+            f"{method} {path}",
+            self.on_retry,
         )
 
-    def _request(self, method, path, body, query, content_type, text):
+    def _request(self, method, path, body, query, content_type, text, conflict=True):
         headers = {"Accept": "*/*" if text else "application/json", "Content-Type": content_type}
         query_pairs = [(k, v) for k, v in (query or {}).items() if v is not None]
         try:
@@ -171,7 +174,9 @@ class KubeClient:
             except ValueError:
                 pass
             error = K8sError(response.status, message, reason)
-            raise RetryableError(error, response.getheader("Retry-After")) if error.transient else error
+            if error.transient and (conflict or error.status != 409):
+                raise RetryableError(error, response.getheader("Retry-After"))
+            raise error
         if text:
             return answer
         return json.loads(answer) if answer else {}
@@ -198,8 +203,9 @@ class KubeClient:
         query = {"labelSelector": label_selector}
         return self.request("GET", rtype.path(namespace), query=query).get("items", [])
 
-    def apply(self, obj, dry_run=False, subresource=None):
-        """Server-side apply owned by the field manager (force: this collection owns these fields)."""
+    def apply(self, obj, dry_run=False, subresource=None, conflict=True):
+        """Server-side apply owned by the field manager (force: this collection owns these fields). With
+        metadata.resourceVersion in obj it applies only to that version; conflict=False: a 409 is not retried."""
         rtype = type_of(obj)
         meta = obj["metadata"]
         query = {
@@ -209,7 +215,9 @@ class KubeClient:
             "dryRun": "All" if dry_run else None,
         }
         path = rtype.path(meta.get("namespace"), meta["name"], subresource)
-        return self.request("PATCH", path, body=obj, query=query, content_type="application/apply-patch+yaml")
+        return self.request(
+            "PATCH", path, body=obj, query=query, content_type="application/apply-patch+yaml", conflict=conflict
+        )
 
     def delete(self, rtype, name, namespace=None, dry_run=False, propagation="Foreground"):
         # With a body the API server reads DeleteOptions only from it (query parameters are ignored).

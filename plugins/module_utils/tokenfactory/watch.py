@@ -3,14 +3,16 @@
 # Apache License 2.0 (see LICENSE)
 """What someone watching a ModelDeployment's rollout sees now: its engine's workload and pods, read only.
 
-The module writes status only when it runs; this reads the live state (the same engine observe() the module uses)
-so a playbook can poll it with model_deployment_info and print one progress line per retry."""
+The module writes status when it runs (the status keeper between runs); this reads the live state (the same
+engine observe() the module uses) so a playbook can poll it with model_deployment_info and print one progress line
+per retry."""
 
 from __future__ import annotations
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.progress import last_event, progress_line
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import engine_of
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.pods import pods_of
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import layout_plan
 
 
 def subject(md):
@@ -23,11 +25,8 @@ def desired_replicas(spec):
 
 def rollout_now(client, md):
     """{name, phase, readyReplicas, replicas, message, lastEvent, progressLine} of a stored ModelDeployment."""
-    spec, status, name = md["spec"], md.get("status") or {}, md["metadata"]["name"]
-    engine = engine_of(spec)
-    plan = {"nodesPerReplica": (status.get("placement") or {}).get("nodesPerReplica", 1)}
-    plan["workload"] = engine.layout(spec, plan, name)["workload"]
-    seen = engine.observe(client, md, plan)
+    spec, name = md["spec"], md["metadata"]["name"]
+    seen = engine_of(spec).observe(client, md, layout_plan(md))
     pods = [pod["metadata"]["name"] for pod in pods_of(client, md)]
     event = last_event(client, md["metadata"]["namespace"], [name, *pods])
     desired = desired_replicas(spec)

@@ -1,0 +1,264 @@
+"""The status keeper keeps ModelDeployment and Endpoint status current between module runs (real API server,
+scheduler, controllers, kwok), signed in the way it is in a pod: with a token of its own service account (the
+gateway role's rendered ServiceAccount and ClusterRole) read from the in-cluster token file.
+
+A deployment the module left Ready turns Failed with CrashLoopBackOff in its message once its pod's status says the
+container crash-loops (set as a kubelet reports it; kwok leaves a running pod alone), and Ready again once it runs;
+nothing is written while nothing changes; an Endpoint's phase follows its gateway's pods; and the gateway, which
+routes by the stored phase, drops the crash-looping deployment and takes it back."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+import openai
+import pytest
+from kubernetes.config import incluster_config
+from lab.k8s import bins
+from lab.wait import wait_until
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import (
+    DEPLOYMENT,
+    POD,
+    SECRET,
+    SERVICE,
+    K8sError,
+    KubeClient,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import MANAGED_BY
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.workload import (
+    MODEL_DEPLOYMENT_LABEL,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.keeper import Keeper, run
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import ENDPOINT, MODEL_DEPLOYMENT
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import gateway_state
+
+from tests.engine.synthetic import SyntheticUpstream
+from tests.modules.test_lab_endpoint_gateway import gateway
+from tests.playbooks.ansible_run import ROOT, render_role
+
+pytestmark = pytest.mark.lab
+MERGE = "application/merge-patch+json"
+INTERVAL = 0.5
+KEEPER_MODULE = "ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.keeper"
+CRASH = {
+    "waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container=engine"},
+}
+
+
+@pytest.fixture
+def keeper_client(tf_lab, tmp_path, monkeypatch):
+    """A KubeClient configured as the keeper's in its pod: no options, the service account token and CA in the
+    in-cluster files, KUBERNETES_SERVICE_HOST/PORT; the account bound to the role's rendered ClusterRole."""
+    namespace = tf_lab.namespace()
+    rendered = render_role(
+        tmp_path,
+        "tokenfactory.spark.gateway",
+        "render",
+        ["gateway_manifests"],
+        {"gateway_namespace": namespace, "gateway_name": namespace},
+    )["gateway_manifests"]
+    identity = [
+        m
+        for m in rendered
+        if m["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+        and m["metadata"]["name"] == f"{namespace}-status-keeper"
+    ]
+    assert len(identity) == 3, [(m["kind"], m["metadata"]["name"]) for m in rendered]
+    kubectl = [bins.kubectl(), f"--kubeconfig={tf_lab.kubeconfig}"]
+    listed = json.dumps({"kind": "List", "apiVersion": "v1", "items": identity})
+    subprocess.run([*kubectl, "apply", "-f", "-"], input=listed, text=True, check=True, capture_output=True)
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{namespace}-status-keeper/token"
+    token = tf_lab.kube.request("POST", path, request)["status"]["token"]
+    (tmp_path / "token").write_text(token)
+    server = urllib.parse.urlsplit(tf_lab.cluster.server)
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(tf_lab.cluster.dir / "pki" / "ca.crt"))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", server.hostname)
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.port))
+    for variable in ("KUBECONFIG", "K8S_AUTH_KUBECONFIG", "K8S_AUTH_HOST", "K8S_AUTH_API_KEY", "K8S_AUTH_CONTEXT"):
+        monkeypatch.delenv(variable, raising=False)
+    yield KubeClient({}, field_manager=MANAGED_BY)
+    for manifest in reversed(identity):
+        kind = manifest["kind"].lower()
+        subprocess.run([*kubectl, "delete", kind, manifest["metadata"]["name"], "-n", namespace, "--ignore-not-found"],
+                       check=False, capture_output=True)  # fmt: skip
+
+
+def report(client, pod, ready, waiting=None):
+    """Set the pod's container status as a kubelet reports it: running and ready, or waiting (crash loop)."""
+    container = pod["spec"]["containers"][0]
+    state = {"waiting": waiting} if waiting else {"running": {"startedAt": "2026-12-05T10:00:00Z"}}
+    status = {"name": container["name"], "image": container["image"], "imageID": "", "ready": ready,
+              "started": ready, "restartCount": 3 if waiting else 0, "state": state}  # fmt: skip
+    if waiting:
+        status["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error"}}
+    value = "True" if ready else "False"
+    conditions = [{"type": t, "status": value} for t in ("Ready", "ContainersReady")]
+    conditions += [{"type": t, "status": "True"} for t in ("Initialized", "PodScheduled")]
+    body = {"status": {"conditions": conditions, "containerStatuses": [status]}}
+    meta = pod["metadata"]
+    client.request("PATCH", POD.path(meta["namespace"], meta["name"], "status"), body, None, MERGE)
+
+
+def available(client, namespace, name, count):
+    wait_until(
+        lambda: (
+            ((client.get(DEPLOYMENT, name, namespace) or {}).get("status", {}).get("availableReplicas") or 0) == count
+        ),
+        60,
+        f"Deployment {name} to have {count} available replica(s)",
+        interval=0.3,
+    )
+
+
+def versions(client, namespace):
+    return {
+        (rtype.kind, o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+        for rtype in (MODEL_DEPLOYMENT, ENDPOINT)
+        for o in client.list(rtype, namespace)
+    }
+
+
+def test_a_crash_loop_after_ready_turns_failed_and_back_without_a_module_run(tf_lab, tf_namespace, keeper_client):
+    namespace, admin = tf_namespace, tf_lab.kube
+    deployed = tf_lab.ok("model_deployment", name="qwen", namespace=namespace, model="qwen", endpoint="public",
+                         gpu_type="NVIDIA-GB10")  # fmt: skip
+    assert deployed["status"]["phase"] == "Ready", deployed["status"]
+    with pytest.raises(K8sError) as denied:  # least privilege: the keeper's account reads no Secrets
+        keeper_client.list(SECRET, namespace)
+    assert denied.value.status == 403
+
+    keeper = Keeper(keeper_client, namespace)
+    before = versions(admin, namespace)
+    unchanged = keeper.run_pass()
+    assert unchanged["unchanged"] == 2 and unchanged["written"] == 0, unchanged  # what the modules wrote, as is
+    assert versions(admin, namespace) == before
+
+    (pod,) = admin.list(POD, namespace, f"{MODEL_DEPLOYMENT_LABEL}=qwen")
+    report(admin, pod, ready=False, waiting=CRASH["waiting"])
+    available(admin, namespace, "qwen", 0)
+    stale = admin.get(MODEL_DEPLOYMENT, "qwen", namespace)
+    crashed = keeper.run_pass()
+    assert crashed["written"] == 1 and crashed["unchanged"] == 1, crashed
+    status = admin.get(MODEL_DEPLOYMENT, "qwen", namespace)["status"]
+    assert status["phase"] == "Failed" and status["readyReplicas"] == 0, status
+    started = time.monotonic()
+    with pytest.raises(K8sError) as conflict:  # a write computed from an older version is refused, not retried
+        keeper.write(MODEL_DEPLOYMENT, stale, stale["status"])
+    assert conflict.value.status == 409 and time.monotonic() - started < 5
+    assert admin.get(MODEL_DEPLOYMENT, "qwen", namespace)["status"]["phase"] == "Failed"
+    assert f"{pod['metadata']['name']}: container engine CrashLoopBackOff" in status["message"], status["message"]
+    assert "last exit code 1 (Error), restarts 3" in status["message"]
+    assert {k: v for k, v in status.items() if k not in ("phase", "message", "readyReplicas")} == {
+        k: v for k, v in deployed["status"].items() if k not in ("phase", "message", "readyReplicas")
+    }, "only the observed fields change; the module's plan stays as it wrote it"
+
+    # As a loop: back to Ready once the pod runs again, then no write while nothing changes.
+    stop = threading.Event()
+    loop = threading.Thread(target=run, args=(keeper, INTERVAL, stop), daemon=True)
+    loop.start()
+    try:
+        report(admin, pod, ready=True)
+        wait_until(
+            lambda: admin.get(MODEL_DEPLOYMENT, "qwen", namespace)["status"]["phase"] == "Ready",
+            60,
+            "the keeper to write Ready again",
+            interval=0.3,
+        )
+        settled = versions(admin, namespace)
+        stop.wait(6 * INTERVAL)
+        assert versions(admin, namespace) == settled, "no write while nothing changes"
+    finally:
+        stop.set()
+        loop.join(timeout=30)
+    assert admin.get(MODEL_DEPLOYMENT, "qwen", namespace)["status"] == deployed["status"], "as the module wrote it"
+
+
+def test_the_endpoint_phase_follows_the_gateway_pods(tf_lab, keeper_client):
+    namespace = tf_lab.namespace()
+    tf_lab.ok("compute_cluster", name="spark", namespace=namespace)
+    written = tf_lab.ok("endpoint", name="own", namespace=namespace, hostname="llm.example.com",
+                        compute_cluster="spark", gateway={"service_name": "gw", "namespace": namespace})  # fmt: skip
+    assert written["endpoint"]["status"]["phase"] == "Pending"
+
+    def endpoint_status():
+        return tf_lab.kube.get(ENDPOINT, "own", namespace)["status"]
+
+    stop = threading.Event()
+    loop = threading.Thread(target=run, args=(Keeper(keeper_client, namespace), INTERVAL, stop), daemon=True)
+    loop.start()
+    try:
+        service, deployment = gateway(namespace, replicas=2)
+        tf_lab.kube.apply(service)
+        tf_lab.kube.apply(deployment)
+        wait_until(
+            lambda: endpoint_status()["gatewayReadyPods"] == 2, 90, "the keeper to see 2 gateway pods", interval=0.3
+        )
+        assert endpoint_status()["phase"] == "Ready"
+        assert endpoint_status()["message"] == f"gateway Service {namespace}/gw: 2 ready gateway pod(s)"
+        tf_lab.kube.apply(gateway(namespace, replicas=0)[1])
+        wait_until(
+            lambda: endpoint_status()["phase"] == "Pending", 90, "the keeper to see no gateway pod", interval=0.3
+        )
+        assert endpoint_status()["message"] == f"gateway Service {namespace}/gw has no ready gateway pod"
+    finally:
+        stop.set()
+        loop.join(timeout=30)
+    try:
+        # The entry point the role's Deployment runs, one pass (signed in from a kubeconfig here).
+        tf_lab.kube.apply(gateway(namespace, replicas=1)[1])
+        ready = {"serviceName": "gw", "namespace": namespace}
+        wait_until(lambda: gateway_state(tf_lab.kube, ready)[2] == 1, 90, "1 ready gateway pod", interval=0.3)
+        once = subprocess.run(
+            [sys.executable, "-m", KEEPER_MODULE, "--once", "--namespace", namespace],
+            env={**os.environ, "K8S_AUTH_KUBECONFIG": str(tf_lab.kubeconfig), "PYTHONPATH": str(ROOT / ".collections")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert once.returncode == 0, once.stderr
+        assert f"Endpoint {namespace}/own: Pending -> Ready, 1 gateway pod(s) ready" in once.stderr, once.stderr
+        assert endpoint_status()["gatewayReadyPods"] == 1
+    finally:
+        tf_lab.kube.delete(DEPLOYMENT, "gw", namespace)
+        tf_lab.kube.delete(SERVICE, "gw", namespace)
+
+
+@pytest.mark.gateway
+def test_the_gateway_stops_routing_a_crash_looping_deployment_once_the_keeper_wrote_it(
+    tf_lab, tf_namespace, keeper_client, gateway_factory
+):
+    """The gap the keeper closes: the gateway routes by the stored phase; without a module run it drops a deployment
+    whose engine crash-loops, and takes it back once the engine runs again."""
+    namespace, admin = tf_namespace, tf_lab.kube
+    with SyntheticUpstream(model="qwen") as upstream:
+        deployed = tf_lab.ok("model_deployment", name="qwen", namespace=namespace, model="qwen", endpoint="public",
+                             gpu_type="NVIDIA-GB10", tenants=["acme"], upstream_url=upstream.base_url)  # fmt: skip
+        assert deployed["status"]["phase"] == "Ready", deployed["status"]
+        gw = gateway_factory([], routing_source="kubernetes", kubeconfig=str(tf_lab.kubeconfig),
+                             routing_namespace=namespace, routing_refresh_seconds=INTERVAL)  # fmt: skip
+        client = openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.create_key("acme"), max_retries=0)
+        served = deployed["served_model_name"]
+        assert [m.id for m in client.models.list()] == [served]
+
+        stop = threading.Event()
+        loop = threading.Thread(target=run, args=(Keeper(keeper_client, namespace), INTERVAL, stop), daemon=True)
+        loop.start()
+        try:
+            (pod,) = admin.list(POD, namespace, f"{MODEL_DEPLOYMENT_LABEL}=qwen")
+            report(admin, pod, ready=False, waiting=CRASH["waiting"])
+            wait_until(lambda: [m.id for m in client.models.list()] == [], 60, "the gateway to drop it", interval=0.3)
+            assert admin.get(MODEL_DEPLOYMENT, "qwen", namespace)["status"]["phase"] == "Failed"
+            with pytest.raises(openai.NotFoundError):
+                client.chat.completions.create(model=served, messages=[{"role": "user", "content": "hi"}])
+            report(admin, pod, ready=True)
+            wait_until(lambda: [m.id for m in client.models.list()] == [served], 60, "routed again", interval=0.3)
+        finally:
+            stop.set()
+            loop.join(timeout=30)
