@@ -22,8 +22,7 @@ from tests.awx.awx_runner import job_template, node_extra_vars, run_job
 from tests.awx.test_awx_style_runs import awx_project  # noqa: F401 # pylint: disable=unused-import
 from tests.e2e import lab_run
 from tests.e2e.lab_run import ledger, make, parts
-from tests.playbooks.ansible_run import play_recap
-from tests.playbooks.ansible_run import ROOT, render_role, run_playbook
+from tests.playbooks.ansible_run import ROOT, play_recap, render_role, run_playbook
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(5400)]
 NODE = "tf-lab-spark-1"
@@ -328,4 +327,50 @@ def test_every_dashboard_query_answers_from_the_cluster_prometheus(lab_runs, tmp
         f"{report['queries']} dashboard queries and variables answered from the in-cluster Prometheus "
         f"({len(engine)} engine queries also on their vLLM branch alone); not in the lab: {not_here}; "
         f"{OTHER_ENGINE_NAMES}"
+    )
+
+
+def deployment_phase():
+    md = json.loads(kubectl("-n", "tokenfactory", "get", "modeldeployments.tokenfactory.io", DEPLOYMENT, "-o", "json"))
+    return md.get("status", {}).get("phase"), md.get("status", {}).get("message", "")
+
+
+def until(what, check, timeout=180):
+    """Seconds until check() is true (polled every second); fails naming `what` after timeout."""
+    started = time.monotonic()
+    while not check():
+        assert time.monotonic() - started < timeout, f"{what}: not within {timeout} s"
+        time.sleep(1)
+    return time.monotonic() - started
+
+
+def routed():
+    status, body = https("/v1/models", api_key())
+    assert status == 200, (status, body)
+    return MODEL in body
+
+
+def test_status_keeper_follows_a_failing_rollout_without_a_module_run(lab_runs):
+    """A real fault on the live engine Deployment (a new image nothing can pull), no Ansible run: the status keeper
+    writes Failed with the pull error and the gateway stops routing the model; `kubectl rollout undo` brings Ready and
+    the route back. Its log has no refused write (RBAC)."""
+    workload = f"deployment/{DEPLOYMENT}"
+    container = engine_pod()["spec"]["containers"][0]["name"]
+    assert deployment_phase()[0] == "Ready" and routed()
+    kubectl("-n", "tokenfactory", "set", "image", workload, f"{container}=localhost/tokenfactory-absent:0.0.0")
+    try:
+        failed_s = until("phase Failed", lambda: deployment_phase()[0] == "Failed")
+        message = deployment_phase()[1]
+        assert "ErrImagePull" in message or "ImagePullBackOff" in message, message
+        unrouted_s = until("the model left the gateway's routes", lambda: not routed())
+    finally:
+        kubectl("-n", "tokenfactory", "rollout", "undo", workload)
+    ready_s = until("phase Ready again", lambda: deployment_phase()[0] == "Ready")
+    routed_s = until("the model routed again", routed)
+    log = kubectl("-n", "tokenfactory-system", "logs", "deployment/tokenfactory-gateway-status-keeper")
+    assert "-> Failed" in log and "-> Ready" in log, log[-3000:]
+    assert "status not kept" not in log and "failed: API error" not in log, log[-3000:]
+    print(
+        f"status keeper: Failed {failed_s:.0f} s after the image change, unrouted {unrouted_s:.0f} s later; "
+        f"Ready {ready_s:.0f} s after the undo, routed {routed_s:.0f} s later"
     )
