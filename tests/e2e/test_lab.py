@@ -18,6 +18,7 @@ import yaml
 
 from lab import dashboard_check
 from lab.paths import lab_root
+from lab.wait import ProcessDied, wait_until
 from tests.awx.awx_runner import job_template, node_extra_vars, run_job
 from tests.awx.test_awx_style_runs import awx_project  # noqa: F401 # pylint: disable=unused-import
 from tests.e2e import lab_run
@@ -335,18 +336,17 @@ def deployment_phase():
     return md.get("status", {}).get("phase"), md.get("status", {}).get("message", "")
 
 
-def until(what, check, timeout=180):
-    """Seconds until check() is true (polled every second); fails naming `what` after timeout."""
+def waited(what, check, timeout=180):
+    """Seconds until check() is true (lab.wait.wait_until, polled every second)."""
     started = time.monotonic()
-    while not check():
-        assert time.monotonic() - started < timeout, f"{what}: not within {timeout} s"
-        time.sleep(1)
+    wait_until(check, timeout, what, interval=1)
     return time.monotonic() - started
 
 
 def routed():
     status, body = https("/v1/models", api_key())
-    assert status == 200, (status, body)
+    if status != 200:  # a refusal is a failure, not "not yet"
+        raise ProcessDied(f"/v1/models answered {status}: {body[:300]}")
     return MODEL in body
 
 
@@ -359,14 +359,14 @@ def test_status_keeper_follows_a_failing_rollout_without_a_module_run(lab_runs):
     assert deployment_phase()[0] == "Ready" and routed()
     kubectl("-n", "tokenfactory", "set", "image", workload, f"{container}=localhost/tokenfactory-absent:0.0.0")
     try:
-        failed_s = until("phase Failed", lambda: deployment_phase()[0] == "Failed")
+        failed_s = waited("phase Failed", lambda: deployment_phase()[0] == "Failed")
         message = deployment_phase()[1]
         assert "ErrImagePull" in message or "ImagePullBackOff" in message, message
-        unrouted_s = until("the model left the gateway's routes", lambda: not routed())
+        unrouted_s = waited("the model left the gateway's routes", lambda: not routed())
     finally:
         kubectl("-n", "tokenfactory", "rollout", "undo", workload)
-    ready_s = until("phase Ready again", lambda: deployment_phase()[0] == "Ready")
-    routed_s = until("the model routed again", routed)
+    ready_s = waited("phase Ready again", lambda: deployment_phase()[0] == "Ready")
+    routed_s = waited("the model routed again", routed)
     log = kubectl("-n", "tokenfactory-system", "logs", "deployment/tokenfactory-gateway-status-keeper")
     assert "-> Failed" in log and "-> Ready" in log, log[-3000:]
     assert "status not kept" not in log and "failed: API error" not in log, log[-3000:]
