@@ -104,17 +104,18 @@ def test_an_h100_inventory_deploys_on_h100(lab_cluster_factory, tmp_path):
     assert md["status"]["endpointBaseURL"] == "https://llm.h100.example.com:8443/v1"
 
     # validate.yml on the Endpoint's public base URL with the key tenants.yml wrote for the survey's tenant. Nothing
-    # answers at llm.h100.example.com:8443 here, so it must fail, naming the URL (not pass with failed requests).
+    # answers at llm.h100.example.com:8443 here, so it must fail before any load, naming the URL.
     key_file = tmp_path / "keys/acme/qwen2-0-5b-instruct.key"
     validate = [ROOT / "playbooks/validate.yml", "-i", INVENTORY, "-e", f"tf_kubeconfig={lab.kubeconfig}",
                 "-e", f"tf_namespace={namespace} tf_api_key_tenant=acme tf_api_key_dir={tmp_path / 'keys'}",
-                "-e", "tf_validate_requests=2 tf_validate_concurrency=1"]  # fmt: skip
+                "-e", "tf_validate_requests=2 tf_validate_concurrency=1 tf_validate_route_timeout=2"]  # fmt: skip
     no_key = run_playbook(*validate, check=False)
     assert no_key.returncode != 0 and f"No API key file {key_file}: run tenants.yml" in no_key.stdout, no_key.stdout
     key_file.parent.mkdir(parents=True)
     key_file.write_text("tfk-h100-inventory-test\n")
     out = run_playbook(*validate, check=False).stdout
     before, fatal = out.split("fatal:", 1) if "fatal:" in out else (out, "")
-    assert before.rsplit("TASK [", 1)[-1].startswith("Load the deployment and check the SLOs"), out[-3000:]
-    assert "https://llm.h100.example.com:8443/v1" in fatal and "of 2 requests failed" in fatal, fatal[:3000]
+    assert before.rsplit("TASK [", 1)[-1].startswith("Fail unless the model is listed"), out[-3000:]
+    assert "https://llm.h100.example.com:8443/v1/models did not list qwen2-0.5b-instruct" in fatal, fatal[:3000]
+    assert "Load the deployment" not in out
     assert "tfk-h100-inventory-test" not in out
