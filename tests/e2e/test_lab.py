@@ -223,16 +223,16 @@ def test_validate_runs_awx_style_with_survey_answers(lab_runs, awx_project, tmp_
 
 
 def scraped_until(done, timeout=120):
-    """The in-cluster Prometheus's active targets once done(targets) holds (fails after `timeout` seconds)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """The in-cluster Prometheus's active targets once done(targets) holds (a timeout names the last targets)."""
+
+    def check():
         url = f"{PROMETHEUS}/api/v1/targets?state=active"
         with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - the lab's NodePort
             targets = json.loads(answer.read())["data"]["activeTargets"]
-        if done(targets):
-            return targets
-        assert time.monotonic() < deadline, targets
-        time.sleep(5)
+        assert done(targets), targets  # not yet: wait_until reports the last one on timeout
+        return targets
+
+    return wait_until(check, timeout, "the in-cluster Prometheus's targets", interval=5)
 
 
 def dcgm_targets(targets):
