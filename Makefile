@@ -8,11 +8,20 @@ export TF_VENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 PYTEST := $(VENV)/bin/pytest
-# Suites added by mk/*.mk append their targets here; `make test` runs all of them, in order.
-TEST_TIERS :=
+# `make test` runs two lanes side by side (scripts/run-lanes), the tiers of each lane one after another. Suites
+# added by mk/*.mk append their tiers to one lane: CLUSTER_TIERS bring up real kubelet nodes on podman hosts (one
+# cluster at a time), SERVICE_TIERS are the rest (lint, unit, real services, the API server lab, light podman hosts).
+CLUSTER_TIERS :=
+SERVICE_TIERS := lint sanity unit
+# Each tier's log: $(TIER_LOGS)/<tier>.log (the summary names the failed ones and prints their tails).
+TIER_LOGS ?= $(ROOT)/reports/tiers
+# Cached builds under $(TF_CACHE) run one at a time whichever lane asks (two at once would write the same cache);
+# a warm check waits for the holder, then returns in seconds.
+BUILD_LOCK = mkdir -p $(TF_CACHE) && flock $(TF_CACHE)/build.lock
+RUN_LANES = $(VENV)/bin/python scripts/run-lanes --make "$(MAKE)" --log-dir $(TIER_LOGS)
 include $(sort $(wildcard mk/*.mk))
 
-.PHONY: bootstrap lint sanity unit test test-fast collection-build
+.PHONY: bootstrap lint sanity unit test test-clusters test-services test-fast collection-build
 
 bootstrap:
 	scripts/bootstrap
@@ -33,8 +42,15 @@ unit: bootstrap
 ## Local fast path: lint and unit tests only.
 test-fast: lint unit
 
-## Everything CI runs.
-test: lint sanity unit $(TEST_TIERS)
+## Everything CI runs: both lanes at once; every tier runs even after another failed, then the summary.
+test: bootstrap
+	$(RUN_LANES) --lane clusters "$(CLUSTER_TIERS)" --lane services "$(SERVICE_TIERS)"
+
+## One lane alone (same logs and summary).
+test-clusters: bootstrap
+	$(RUN_LANES) --lane clusters "$(CLUSTER_TIERS)"
+test-services: bootstrap
+	$(RUN_LANES) --lane services "$(SERVICE_TIERS)"
 
 collection-build: bootstrap
 	mkdir -p build && ansible-galaxy collection build --force --output-path build .

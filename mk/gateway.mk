@@ -17,16 +17,16 @@ test-gateway: gateway-deps
 bench-gateway: gateway-deps
 	nice -n 5 $(VENV)/bin/python tests/bench/gateway_overhead.py
 
-TEST_TIERS += test-gateway
+SERVICE_TIERS += test-gateway
 
 ## The gateway in front of the real CPU vLLM engine (needs `make engine`, cached).
 test-gateway-engine: gateway-deps engine
 	$(PYTEST) -m "gateway and engine" -p no:cacheprovider tests/gateway
 
-TEST_TIERS += test-gateway-engine
+SERVICE_TIERS += test-gateway-engine
 
 ## Routing from ModelDeployment objects in the real lab API server (needs `make lab-bins`, cached).
 test-gateway-lab: gateway-deps lab-bins
 	$(PYTEST) -m "gateway and lab" -p no:cacheprovider tests/gateway
 
-TEST_TIERS += test-gateway-lab
+SERVICE_TIERS += test-gateway-lab

@@ -1,28 +1,30 @@
 # Host roles: cached Debian systemd images for podman, Molecule scenarios, preflight negative tests.
 .PHONY: host-image host-image-arm64 node-host-image node-images node-images-upgrade-from e2e-images test-molecule \
   molecule-default molecule-pair molecule-upgrade molecule-arm64 test-host-roles test-cni
-TEST_TIERS += test-molecule
+# The kubelet scenarios in the clusters lane (one at a time); the light podman hosts beside the other services.
+CLUSTER_TIERS += molecule-default molecule-upgrade molecule-pair
+SERVICE_TIERS += test-host-roles test-cni molecule-arm64
 MOLECULE_TEST = ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1 molecule test -s $*
 
 ## Build (or reuse) localhost/tf-debian:bookworm (rebuilt only when the recipe changes).
 host-image: bootstrap
-	nice -n 10 scripts/build-host-image amd64
+	$(BUILD_LOCK) nice -n 10 scripts/build-host-image amd64
 
 ## The aarch64 variant localhost/tf-debian:bookworm-arm64 (debootstrap through qemu-user; slow, cached).
 host-image-arm64: bootstrap
-	nice -n 10 scripts/build-host-image arm64
+	$(BUILD_LOCK) nice -n 10 scripts/build-host-image arm64
 
 ## localhost/tf-node:bookworm: the host that runs a real kubelet (tf-debian + iptables + LAB ONLY boot fixes).
 node-host-image: bootstrap
-	nice -n 10 scripts/build-host-image node
+	$(BUILD_LOCK) nice -n 10 scripts/build-host-image node
 
 ## The images a kubeadm v1.36.3 node runs, built offline as OCI archives ($TF_CACHE/k8s-v1.36.3/images).
 node-images: bootstrap
-	nice -n 10 scripts/build-node-images
+	$(BUILD_LOCK) nice -n 10 scripts/build-node-images
 
 ## The upstream conformance suite (e2e.test, agnhost) and its test images, built offline ($TF_CACHE/k8s-v1.36.3/e2e-*).
 e2e-images: bootstrap
-	nice -n 10 scripts/build-e2e-images
+	$(BUILD_LOCK) nice -n 10 scripts/build-e2e-images
 
 # Static pattern rules: make skips implicit-rule search for .PHONY targets, so plain `molecule-%` never ran.
 # default and pair run real kubelets: the node host image and the node images (which build what they need).
@@ -33,7 +35,7 @@ molecule-default molecule-pair: molecule-%: node-host-image node-images
 UPGRADE_FROM_KUBE_VERSION ?= v1.36.2
 ## The same images and binaries for UPGRADE_FROM_KUBE_VERSION ($TF_CACHE/k8s-v1.36.2, 1.1 GB; cold 844 s, then cached).
 node-images-upgrade-from: bootstrap
-	KUBE_VERSION=$(UPGRADE_FROM_KUBE_VERSION) nice -n 10 scripts/build-node-images
+	$(BUILD_LOCK) env KUBE_VERSION=$(UPGRADE_FROM_KUBE_VERSION) nice -n 10 scripts/build-node-images
 molecule-upgrade: molecule-%: node-host-image node-images node-images-upgrade-from prometheus
 	$(MOLECULE_TEST)
 molecule-default: e2e-images

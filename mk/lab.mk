@@ -4,7 +4,7 @@
 # Endpoint), then the ledger beside the engine's own counters (lab/ledger.yml). A second run changes nothing.
 # `make lab LAB_INVENTORY=inventories/lab-pair`: the same on two podman Sparks cabled by the SIMULATED CX-7 link.
 .PHONY: lab lab-clean test-e2e test-e2e-pair
-TEST_TIERS += test-e2e
+CLUSTER_TIERS += test-e2e
 LAB_INVENTORY := inventories/lab
 # reports/<inventory name>/<inventory name>.{json,xml,html} (the inventories' tf_lab_reports, which lab-clean removes).
 LAB_NAME = $(notdir $(patsubst %/,%,$(LAB_INVENTORY)))
@@ -31,7 +31,7 @@ lab-clean: bootstrap
 test-e2e: bootstrap $(LAB_PREREQS)
 	$(PYTEST) -m e2e -p no:cacheprovider -rP tests/e2e
 
-## The pair lab as its own test (marker e2e_pair; not in TEST_TIERS: CI's 90 minutes): lab-clean, cold, warm, checks,
+## The pair lab as its own test (marker e2e_pair; in no lane: CI's 90 minutes): lab-clean, cold, warm, checks,
 ## lab-clean, all with LAB_INVENTORY=inventories/lab-pair.
 test-e2e-pair: bootstrap $(LAB_PREREQS)
 	$(PYTEST) -m e2e_pair -p no:cacheprovider -rP tests/e2e

@@ -1,6 +1,6 @@
 # Token Factory modules against the lab's real control plane (tests/modules, marker lab).
 .PHONY: test-modules
-TEST_TIERS += test-modules
+SERVICE_TIERS += test-modules
 
 ## Modules, bad inputs, capacity, paired-Spark placement, serve.yml and the playbooks/roles tests that need an API server
 ## (tests/playbooks, marker lab) against kube-apiserver + kwok nodes.

@@ -3,7 +3,7 @@
 # pinned requirements downloaded, ansible-test's sanity requirements, unit 212 s, sanity) 766 s at load 9-11;
 # warm 198 s at load 6-8 (unit 110 s, sanity ~85 s).
 .PHONY: test-py312
-TEST_TIERS += test-py312
+SERVICE_TIERS += test-py312
 PY312_VENV ?= $(ROOT)/.venv-3.12
 # python3.12 on PATH if it runs (a pyenv shim may not), else pyenv's.
 PY312 ?= $(shell for p in python3.12 $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12); do \

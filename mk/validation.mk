@@ -10,4 +10,4 @@ test-validation: bootstrap engine gateway-deps
 bench-validation: bootstrap engine
 	nice -n 5 $(VENV)/bin/python tests/bench/validation_vs_vllm_bench.py
 
-TEST_TIERS += test-validation
+SERVICE_TIERS += test-validation
