@@ -1,4 +1,4 @@
-"""After playbooks/upgrade.yml took the real node from v1.36.2 to v1.36.3: versions, static pods, workloads, re-run."""
+"""After playbooks/upgrade.yml (the side effect) took the real node from v1.36.2 to v1.36.3: versions, static pods, workloads, re-run."""
 
 import pytest
 
@@ -6,7 +6,7 @@ from tests.host_roles import upgrade_checks as checks
 
 pytestmark = pytest.mark.molecule
 
-NODE = "tf-upg-1"
+NODE = "tf-spark-1"
 
 
 def test_node_reports_the_new_kubelet_and_is_schedulable(host):
