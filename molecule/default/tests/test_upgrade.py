@@ -1,4 +1,5 @@
-"""After playbooks/upgrade.yml (the side effect) took the real node from v1.36.2 to v1.36.3: versions, static pods, workloads, re-run."""
+"""After playbooks/upgrade.yml (the side effect) took the real node from v1.36.2 to v1.36.3: versions, static pods,
+workloads, re-run."""
 
 import pytest
 
