@@ -8,7 +8,7 @@ export TF_VENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 PYTEST := $(VENV)/bin/pytest
-# `make test` runs two lanes side by side (scripts/run-lanes), the tiers of each lane one after another. Suites
+# `make test` runs two lanes side by side (scripts/run_lanes.py), the tiers of each lane one after another. Suites
 # added by mk/*.mk append their tiers to one lane: CLUSTER_TIERS bring up real kubelet nodes on podman hosts (one
 # cluster at a time), SERVICE_TIERS are the rest (lint, unit, real services, the API server lab, light podman hosts).
 CLUSTER_TIERS :=
@@ -18,7 +18,7 @@ TIER_LOGS ?= $(ROOT)/reports/tiers
 # Cached builds under $(TF_CACHE) run one at a time whichever lane asks (two at once would write the same cache);
 # a warm check waits for the holder, then returns in seconds.
 BUILD_LOCK = mkdir -p $(TF_CACHE) && flock $(TF_CACHE)/build.lock
-RUN_LANES = $(VENV)/bin/python scripts/run-lanes --make "$(MAKE)" --log-dir $(TIER_LOGS)
+RUN_LANES = $(VENV)/bin/python scripts/run_lanes.py --make "$(MAKE)" --log-dir $(TIER_LOGS)
 include $(sort $(wildcard mk/*.mk))
 
 .PHONY: bootstrap lint sanity unit test test-clusters test-services test-fast collection-build

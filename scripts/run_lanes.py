@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """Run test tiers (make targets) in lanes side by side: the tiers of one lane one after another, the lanes at once.
 
 Each tier's output goes to its own log (LOG_DIR/<tier>.log); one line is printed when a tier ends. A failing tier
 stops nothing: every tier of every lane runs (unless --fail-fast), then a summary lists each tier with PASS/FAIL and
 its seconds, the tail of each failed tier's log, and the pytest totals of all tiers. Exit status 1 if any tier failed.
 
-  scripts/run-lanes --log-dir reports/tiers --lane clusters "molecule-default test-e2e" --lane services "lint unit"
+  python scripts/run_lanes.py --log-dir reports/tiers --lane clusters "molecule-default test-e2e" --lane services "lint unit"
 """
 
 import argparse
