@@ -4,7 +4,7 @@ Each tier's output goes to its own log (LOG_DIR/<tier>.log); one line is printed
 stops nothing: every tier of every lane runs (unless --fail-fast), then a summary lists each tier with PASS/FAIL and
 its seconds, the tail of each failed tier's log, and the pytest totals of all tiers. Exit status 1 if any tier failed.
 
-  python scripts/run_lanes.py --log-dir reports/tiers --lane clusters "molecule-default test-e2e" --lane services "lint unit"
+  python scripts/run_lanes.py --log-dir reports/tiers --lane clusters "molecule-default test-e2e" --lane services "unit"
 """
 
 import argparse
