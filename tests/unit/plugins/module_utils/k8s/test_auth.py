@@ -7,6 +7,7 @@ import json
 import socket
 import threading
 import time
+from typing import ClassVar
 
 import pytest
 
@@ -41,9 +42,9 @@ def test_a_kubeconfig_given_as_a_dict_stays_masked():
 class Recorder(http.server.BaseHTTPRequestHandler):
     """Answers every GET with an empty list and records the headers it got."""
 
-    seen = []
+    seen: ClassVar[list] = []
 
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):
         Recorder.seen.append((self.path, self.headers))
         body = b'{"items": []}'
         self.send_response(200)
