@@ -4,6 +4,7 @@ options, environment variables and impersonation headers a real HTTP server rece
 
 import http.server
 import json
+import re
 import socket
 import threading
 import time
@@ -27,7 +28,9 @@ def test_a_missing_kubeconfig_names_the_option_and_the_path(tmp_path):
 def test_a_kubeconfig_from_the_environment_says_so(tmp_path, monkeypatch):
     missing = tmp_path / "env-kubeconfig"
     monkeypatch.setenv("K8S_AUTH_KUBECONFIG", str(missing))
-    with pytest.raises(K8sError, match=f"option kubeconfig \\(from K8S_AUTH_KUBECONFIG\\): {missing}: no such file"):
+    with pytest.raises(
+        K8sError, match=re.escape(f"option kubeconfig (from K8S_AUTH_KUBECONFIG): {missing}: no such file")
+    ):
         KubeClient({}, field_manager="test")
 
 
