@@ -10,6 +10,8 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 PYTEST := $(VENV)/bin/pytest
 # Suites added by mk/*.mk append their targets here; `make test` runs all of them, in order.
 TEST_TIERS :=
+# $(call tf_pinned,NAME): the version versions.yml (the collection's one list of pinned versions) gives NAME.
+tf_pinned = $(or $(shell sed -n 's/^$(1): *"\([^"]*\)".*/\1/p' $(ROOT)/versions.yml),$(error versions.yml pins no $(1)))
 include $(sort $(wildcard mk/*.mk))
 
 .PHONY: bootstrap lint sanity unit test test-fast collection-build
