@@ -12,6 +12,7 @@ else the default kubeconfig. A kubeconfig that cannot be read fails naming the o
 
 from __future__ import annotations
 
+import base64
 import os
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import (
@@ -21,7 +22,6 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 )
 
 try:
-    import urllib3
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
 except ImportError:  # pragma: no cover - reported by client.require_kubernetes()
@@ -105,6 +105,18 @@ def _load_kubeconfig(options, configuration, source):
         raise KubeconfigError(f"cannot configure the Kubernetes client from {where}: {exc}") from exc
 
 
+def proxy_headers(proxy_basic_auth=None, basic_auth=None, user_agent=None):
+    """The headers of kubernetes.core's proxy_headers option (what urllib3.util.make_headers makes of them)."""
+    headers = {}
+    if proxy_basic_auth:
+        headers["proxy-authorization"] = "Basic " + base64.b64encode(proxy_basic_auth.encode()).decode()
+    if basic_auth:
+        headers["authorization"] = "Basic " + base64.b64encode(basic_auth.encode()).decode()
+    if user_agent:
+        headers["user-agent"] = user_agent
+    return headers
+
+
 def configuration_from_options(options, params=None):
     """A fresh kubernetes Configuration from the options (auth_options())."""
     configuration = k8s_client.Configuration()
@@ -127,7 +139,7 @@ def configuration_from_options(options, params=None):
         elif option == "api_key":
             value = {"authorization": f"Bearer {value}"}
         elif option == "proxy_headers":
-            value = urllib3.util.make_headers(**value)
+            value = proxy_headers(**value)
         setattr(configuration, attribute, value)
     configuration.retries = False  # urllib3 would retry some 429/503 silently; retries.py does it for all, visibly
     return configuration

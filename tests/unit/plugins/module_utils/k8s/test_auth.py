@@ -108,3 +108,11 @@ def test_each_request_waits_at_most_request_timeout():
         assert 0.9 <= time.monotonic() - started < 5
     finally:
         silent.close()
+
+
+def test_proxy_headers_are_what_urllib3_makes_of_them():
+    import urllib3
+
+    options = {"proxy_basic_auth": "user:pa ss", "basic_auth": "a:b", "user_agent": "tf/1"}
+    assert auth.proxy_headers(**options) == urllib3.util.make_headers(**options)
+    assert auth.proxy_headers(user_agent="tf/1") == urllib3.util.make_headers(user_agent="tf/1")
