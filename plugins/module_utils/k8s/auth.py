@@ -24,8 +24,12 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 try:
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
-except ImportError:  # pragma: no cover - reported by client.require_kubernetes()
-    pass
+
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - reported by client.require_kubernetes()
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = exc
 
 # Ansible option -> the kubernetes Configuration attribute it sets (kubernetes.core's map, reversed).
 CONFIGURATION_ATTRIBUTE = {option: attribute for attribute, option in AUTH_ARG_MAP.items()}
@@ -92,15 +96,16 @@ def _load_kubeconfig(options, configuration, source):
     }
     if isinstance(kubeconfig, dict):
         where = f"{source}: the kubeconfig given as a dict"
-        load = lambda: k8s_config.load_kube_config_from_dict(config_dict=kubeconfig, **loader_options)  # noqa: E731
     else:
         path = kubeconfig or k8s_config.KUBE_CONFIG_DEFAULT_LOCATION
         where = f"{source}: {path}"
         if not any(os.path.isfile(os.path.expanduser(p)) for p in str(path).split(os.pathsep)):
             raise KubeconfigError(f"cannot configure the Kubernetes client: {where}: no such file")
-        load = lambda: k8s_config.load_kube_config(config_file=kubeconfig, **loader_options)  # noqa: E731
     try:
-        load()
+        if isinstance(kubeconfig, dict):
+            k8s_config.load_kube_config_from_dict(config_dict=kubeconfig, **loader_options)
+        else:
+            k8s_config.load_kube_config(config_file=kubeconfig, **loader_options)
     except (k8s_config.ConfigException, OSError, TypeError, ValueError) as exc:
         raise KubeconfigError(f"cannot configure the Kubernetes client from {where}: {exc}") from exc
 

@@ -17,18 +17,14 @@ import urllib.parse
 
 from ansible.module_utils.basic import missing_required_lib
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.auth import AUTH_ARG_SPEC as CORE_AUTH_ARG_SPEC
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.auth import KubeconfigError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.auth import (
+    HAS_KUBERNETES,
+    KUBERNETES_IMPORT_ERROR,
+    KubeconfigError,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.auth import api_client_from_params as configured
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.retries import RetryableError, with_retries
 
-try:
-    import kubernetes  # noqa: F401 - only to report a missing client early
-
-    HAS_KUBERNETES = True
-    KUBERNETES_IMPORT_ERROR = None
-except ImportError as exc:  # pragma: no cover - reported by require_kubernetes()
-    HAS_KUBERNETES = False
-    KUBERNETES_IMPORT_ERROR = exc
 
 # kubernetes.core's connection options (documented by its doc fragment kubernetes.core.k8s_auth_options), plus
 # the time one request may take.
