@@ -7,7 +7,8 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: pinned_version
-author: tokenfactory.spark contributors
+author:
+  - Token Factory maintainers (@tokenfactory)
 short_description: A component version pinned in the collection's versions.yml
 description:
   - Returns the version that C(versions.yml) at the root of the collection pins for each named component
