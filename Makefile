@@ -19,6 +19,8 @@ TIER_LOGS ?= $(ROOT)/reports/tiers
 # a warm check waits for the holder, then returns in seconds.
 BUILD_LOCK = mkdir -p $(TF_CACHE) && flock $(TF_CACHE)/build.lock
 RUN_LANES = $(VENV)/bin/python scripts/run_lanes.py --make "$(MAKE)" --log-dir $(TIER_LOGS)
+# $(call tf_pinned,NAME): the version versions.yml (the collection's one list of pinned versions) gives NAME.
+tf_pinned = $(or $(shell sed -n 's/^$(1): *"\([^"]*\)".*/\1/p' $(ROOT)/versions.yml),$(error versions.yml pins no $(1)))
 include $(sort $(wildcard mk/*.mk))
 
 .PHONY: bootstrap lint sanity unit test test-clusters test-services test-fast collection-build

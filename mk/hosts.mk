@@ -33,7 +33,7 @@ e2e-images: bootstrap
 # node (molecule/default/tests/test_conformance.py).
 molecule-default molecule-pair: molecule-%: node-host-image node-images node-images-upgrade-from prometheus
 	$(MOLECULE_TEST)
-UPGRADE_FROM_KUBE_VERSION ?= v1.36.2
+UPGRADE_FROM_KUBE_VERSION ?= v$(call tf_pinned,kubernetes_upgrade_from)
 ## The same images and binaries for UPGRADE_FROM_KUBE_VERSION ($TF_CACHE/k8s-v1.36.2, 1.1 GB; cold 844 s, then cached).
 node-images-upgrade-from: bootstrap
 	$(BUILD_LOCK) env KUBE_VERSION=$(UPGRADE_FROM_KUBE_VERSION) nice -n 10 scripts/build-node-images

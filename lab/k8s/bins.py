@@ -5,8 +5,9 @@ import pathlib
 import subprocess
 
 from lab.paths import SCRIPTS, tf_cache
+from lab.versions import kube_tag
 
-KUBE_VERSION = "v1.36.3"
+KUBE_VERSION = kube_tag()
 BUILD_SCRIPT = SCRIPTS / "build-k8s-lab-bins"
 # Everything scripts/build-k8s-lab-bins installs: the control plane, kwok, the node binaries and helm.
 BINARIES = (

@@ -11,8 +11,9 @@ class ModuleDocFragment:
     DOCUMENTATION = r"""
 options:
   request_timeout:
-    description: Seconds to wait for each API request. Conflicts (409), throttling (429) and server errors (5xx)
-      are retried up to 5 times with exponential backoff (at least the server's C(Retry-After)).
+    description: Seconds to wait for each API request; an API server that does not answer in time fails the task.
+      Conflicts (409), throttling (429) and server errors (5xx) are retried up to 5 times with exponential backoff
+      (at least the server's C(Retry-After)).
     type: int
     default: 30
   namespace:
@@ -27,11 +28,13 @@ attributes:
       - tokenfactory.spark.kubernetes
 requirements:
   - kubernetes >= 30.0.0 (Python client; pinned in the collection's requirements.txt)
-  - the kubernetes.core collection (the connection options and client configuration are its own)
+  - the kubernetes.core collection (the connection options are its own; they configure the kubernetes client)
 notes:
   - "Set these once for all Token Factory Kubernetes modules with
     C(module_defaults: {group/tokenfactory.spark.kubernetes: {kubeconfig: ..., namespace: ...}}); the gateway
     admin modules have their own group, C(tokenfactory.spark.gateway_admin)."
+  - A O(kubeconfig) that cannot be read fails naming the option and the path it tried. Given as a dict, only its
+    naming values (cluster, user and context names, server) appear in messages; credentials stay masked.
 """
 
     # Object modules: one named object, present or absent, optionally waited for.

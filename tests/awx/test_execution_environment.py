@@ -8,6 +8,7 @@ import tarfile
 
 import pytest
 
+from lab.versions import kube_tag, pinned
 from tests.awx.definitions import AWX, ROOT, load
 
 EE = AWX / "execution-environment.yml"
@@ -89,11 +90,10 @@ def build_args():
 
 
 def test_helm_and_kubectl_pins_are_the_collections():
+    """ansible-builder cannot read versions.yml: its two ARG defaults must equal the collection's pins."""
     args = build_args()[0]
-    lab_bins = (ROOT / "scripts/build-k8s-lab-bins").read_text()
-    assert f"HELM_VERSION=${{HELM_VERSION:-{args['HELM_VERSION']}}}" in lab_bins
-    kubernetes_version = load(ROOT / "roles/kubernetes/defaults/main.yml")["kubernetes_version"]
-    assert args["KUBECTL_VERSION"] == f"v{kubernetes_version}"
+    assert args["HELM_VERSION"] == pinned("helm")
+    assert args["KUBECTL_VERSION"] == kube_tag()
 
 
 STUBS = {

@@ -24,6 +24,7 @@ from tests.awx.test_awx_style_runs import awx_project  # noqa: F401 # pylint: di
 from tests.e2e import lab_run
 from tests.e2e.lab_run import ledger, make, parts
 from tests.playbooks.ansible_run import ROOT, play_recap, render_role, run_playbook
+from lab.versions import kube_tag, pinned
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(5400)]
 NODE = "tf-lab-spark-1"
@@ -116,7 +117,7 @@ def test_host_roles_and_kubeadm_ran_on_the_podman_spark_over_ssh(lab_runs):
     for role in ("preflight", "host_prep", "containerd", "kubernetes", "cni"):
         assert re.search(rf"TASK \[tokenfactory\.spark\.{role} : .*\n(?:.*\n)?(ok|changed): \[{NODE}\]", product), role
     node = json.loads(kubectl("get", "node", NODE, "-o", "json"))
-    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == kube_tag()
     assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True"
     # SIMULATED GPU capacity and the labels GPU feature discovery would set, verified by the gpu_operator role.
     assert node["status"]["allocatable"]["nvidia.com/gpu"] == "1"
@@ -137,7 +138,7 @@ def test_platform_and_engine_run_as_pods_on_the_node(lab_runs):
     pod = engine_pod()
     container = pod["spec"]["containers"][0]
     assert pod["status"]["phase"] == "Running" and pod["spec"]["nodeName"] == NODE
-    assert container["image"] == "localhost/tokenfactory-vllm-cpu:0.32.0"
+    assert container["image"] == f"localhost/tokenfactory-vllm-cpu:{pinned('vllm')}"
     assert container["command"] == ["vllm", "serve"] and "--enforce-eager" in container["args"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
 

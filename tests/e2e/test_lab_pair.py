@@ -15,6 +15,7 @@ import pytest
 from lab.paths import lab_root
 from tests.e2e.lab_run import engine_pods, inventory_values, kubectl, ledger, make, parts, pod_token_counters
 from tests.playbooks.ansible_run import play_recap
+from lab.versions import kube_tag
 
 pytestmark = [pytest.mark.e2e_pair, pytest.mark.slow, pytest.mark.timeout(7200)]
 INVENTORY = "inventories/lab-pair"
@@ -81,7 +82,7 @@ def test_both_nodes_ready_and_the_worker_joined_over_the_link(runs, pair):
     assert sorted(nodes) == sorted(pair["nodes"])
     for name, node in nodes.items():
         assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True", name
-        assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == kube_tag()
         # SIMULATED GPU on each node (the worker's advertised with its own kubelet credentials).
         assert node["status"]["allocatable"]["nvidia.com/gpu"] == "1", name
         internal = [a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"]

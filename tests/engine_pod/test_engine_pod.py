@@ -32,11 +32,12 @@ from tests.modules.fixtures import TokenFactoryLab
 from tests.modules.lab_helpers import self_signed
 from tests.playbooks.ansible_run import ROOT, run_playbook
 from tests.playbooks.lab_node_inventory import write_lab_node_inventory
+from lab.versions import kube_tag, pinned
 
 pytestmark = [pytest.mark.molecule, pytest.mark.slow, pytest.mark.timeout(3000)]
 CACHE = pathlib.Path(os.environ.get("TF_CACHE", pathlib.Path.home() / ".cache/tokenfactory"))
-K8S_IMAGES = CACHE / "k8s-v1.36.3/images/images.json"
-ENGINE_IMAGE, ENGINE_VERSION = "localhost/tokenfactory-vllm-cpu", "0.32.0"
+K8S_IMAGES = CACHE / f"k8s-{kube_tag()}/images/images.json"
+ENGINE_IMAGE, ENGINE_VERSION = "localhost/tokenfactory-vllm-cpu", pinned("vllm")
 REPO = "tokenfactory-lab/tiny-qwen2"
 SERVED = "tiny-qwen2"
 GPU = "NVIDIA-GB10"

@@ -22,6 +22,8 @@ from lab.processes import free_port
 from lab.wait import ProcessDied, wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The collection (scripts/bootstrap links it here): the Kubernetes routing source uses its client, as in the image.
+COLLECTIONS = ROOT / ".collections"
 # TF_GATEWAY_UNDER_TEST: another build of services/gateway (e.g. an export of an older commit) for A/B runs.
 SERVICE_DIR = pathlib.Path(os.environ.get("TF_GATEWAY_UNDER_TEST") or GATEWAY_DIR)
 
@@ -90,7 +92,7 @@ class Gateway:
     def env(self) -> dict:
         return {
             **os.environ,
-            "PYTHONPATH": str(self.source),
+            "PYTHONPATH": os.pathsep.join([str(self.source), str(COLLECTIONS)]),
             "TF_GATEWAY_ADMIN_TOKEN": self.admin_token,
             "TF_GATEWAY_KEY_PEPPER": self.pepper,
             "TF_GATEWAY_DATABASE_URL": self.postgres.dsn(self.database),

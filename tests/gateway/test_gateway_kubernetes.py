@@ -3,11 +3,17 @@
 The ModelDeployment is created by the collection's own module; `upstream_url` points it at a synthetic
 engine outside the simulated cluster (kwok nodes run no containers)."""
 
+import re
+import socket
+import time
+
 import openai
 import pytest
+import yaml
 
+from lab.proxies import FaultProxy
+from lab.wait import ProcessDied, wait_until
 from tests.engine.synthetic import SyntheticUpstream
-from lab.wait import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.gateway]
 SERVED = "Qwen/Qwen2-0.5B-Instruct"  # the lab Model's source, its default served name
@@ -37,3 +43,42 @@ def test_gateway_follows_model_deployments_without_restart(tf_lab, tf_namespace,
         row = gw.sql("SELECT deployment, currency, cost * 1000000 = prompt_tokens * 1 + completion_tokens * 2"
                      " FROM usage_records")  # fmt: skip
         assert row == f"{tf_namespace}/qwen-chat|EUR|t"
+
+
+def kubeconfig_for(server, path):
+    """A kubeconfig naming only a server (plain HTTP: the lab's FaultProxy authenticates as its admin)."""
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+              "clusters": [{"name": "s", "cluster": {"server": server}}], "users": [{"name": "u", "user": {}}],
+              "contexts": [{"name": "c", "context": {"cluster": "s", "user": "u"}}]}  # fmt: skip
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def test_throttling_and_server_errors_are_retried_like_the_modules(tf_lab, tf_namespace, gateway_factory, tmp_path):
+    with FaultProxy(tf_lab.cluster, faults=[429, 503]) as front:
+        gw = gateway_factory([], routing_source="kubernetes", kubeconfig=kubeconfig_for(front.url, tmp_path / "kc"),
+                             routing_namespace=tf_namespace, routing_refresh_seconds=0.5)  # fmt: skip
+        assert front.seen[:3] == [429, 503, 200], "the first load retried, then listed"
+        front.inject(500)
+        wait_until(lambda: front.seen.count(500) == 1 and front.seen[-1] == 200, 30, "a refresh past a 500")
+    log = gw.replicas[0].log_path.read_text()
+    assert log.count("retrying in") == 3, log[-2000:]
+    assert "routing refresh failed" not in log, "a retried answer is no failed refresh"
+
+
+def test_a_missing_kubeconfig_stops_the_gateway_naming_it(gateway_factory, tmp_path):
+    missing = tmp_path / "no" / "kubeconfig"
+    with pytest.raises(ProcessDied, match=re.escape(f"option kubeconfig: {missing}: no such file")):
+        gateway_factory([], routing_source="kubernetes", kubeconfig=str(missing))
+
+
+def test_a_silent_api_server_fails_the_first_load_after_the_request_timeout(gateway_factory, tmp_path):
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts connections (backlog), never answers
+    try:
+        kubeconfig = kubeconfig_for(f"http://127.0.0.1:{silent.getsockname()[1]}", tmp_path / "kc")
+        started = time.monotonic()
+        with pytest.raises(ProcessDied, match=r"cannot reach the API server.*timed out"):
+            gateway_factory([], routing_source="kubernetes", kubeconfig=kubeconfig, routing_request_timeout=1)
+        assert time.monotonic() - started < 30, "one request timeout (status 0 is not retried), then the exit"
+    finally:
+        silent.close()

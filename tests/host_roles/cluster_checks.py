@@ -7,10 +7,11 @@ import os
 import pathlib
 
 from lab.wait import wait_until
+from lab.versions import kube_tag
 
 KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
 NETTEST_IMAGE = "localhost/tf-nettest:bookworm"
-KUBE_VERSION = "v1.36.3"
+KUBE_VERSION = kube_tag()
 
 
 def node_images():

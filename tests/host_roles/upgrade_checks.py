@@ -16,8 +16,9 @@ import yaml
 
 from tests.host_roles.cluster_checks import condition, get, kubectl
 from tests.host_roles.playbook import changed_count
+from lab.versions import kube_tag
 
-TO = "v1.36.3"
+TO = kube_tag()
 CONTROL_PLANE = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
 DEPLOYMENT, DAEMONSET = "tf-upgrade-deployment", "tf-upgrade-daemonset"
 EPHEMERAL = pathlib.Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"))

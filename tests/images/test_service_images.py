@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from lab.versions import pinned
 from lab.wait import wait_until
 from tests.playbooks.ansible_run import ROOT
 
@@ -174,10 +175,10 @@ def test_prometheus_has_kubernetes_discovery_and_node_exporter_runs(images, tmp_
             "/cfg/prometheus.yml",
         )
         assert "SUCCESS" in checked.stdout + checked.stderr
-        assert "prometheus, version 3.5.0" in podman("run", "--rm", prometheus, "--version").stdout
+        assert f"prometheus, version {pinned('prometheus')}" in podman("run", "--rm", prometheus, "--version").stdout
         exporter = next(ref for ref in refs if "node-exporter" in ref)
         assert (
-            "node_exporter, version 1.9.1"
+            f"node_exporter, version {pinned('node_exporter')}"
             in podman("run", "--rm", exporter, "--version").stdout + podman("run", "--rm", exporter, "--version").stderr
         )
     finally:

@@ -17,6 +17,7 @@ from tests.host_roles.cluster_checks import (
     wait_for_condition,
     wait_until,
 )
+from lab.versions import kube_tag
 
 pytestmark = pytest.mark.molecule
 
@@ -46,7 +47,7 @@ def test_node_ready_on_the_real_kubelet(host):
     node = get(host, f"node {NODE}")
     assert condition(node, "Ready") == "True"
     info = node["status"]["nodeInfo"]
-    assert info["kubeletVersion"] == "v1.36.3"
+    assert info["kubeletVersion"] == kube_tag()
     assert info["containerRuntimeVersion"].startswith("containerd://1.6")
     eth0 = host.check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
     assert {"type": "InternalIP", "address": eth0} in node["status"]["addresses"]

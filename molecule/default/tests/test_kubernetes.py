@@ -9,10 +9,11 @@ import kubernetes
 import pytest
 import yaml
 from cryptography import x509
+from lab.versions import kube_tag
 
 pytestmark = pytest.mark.molecule
 
-VERSION = "v1.36.3"
+VERSION = kube_tag()
 EXTRA_SANS = {"spark.tokenfactory.test", "10.20.30.40"}
 
 

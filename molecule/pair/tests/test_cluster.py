@@ -5,6 +5,7 @@ import ipaddress
 import pytest
 
 from tests.host_roles.cluster_checks import condition, delete_pods, get, kubectl, run_pod
+from lab.versions import kube_tag
 
 pytestmark = pytest.mark.molecule
 
@@ -41,7 +42,7 @@ def test_both_nodes_ready_with_their_link_address_as_node_ip(first):
         assert condition(node, "Ready") == "True", name
         internal = [a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"]
         assert internal == [NODE_IPS[name]], name
-        assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == kube_tag()
         # Both serve the (SIMULATED) GPU and carry the fabric label of the pair.
         assert node["status"]["allocatable"]["nvidia.com/gpu"] == "1", name
         assert node["metadata"]["labels"]["tokenfactory.io/fabric"] == "connectx_pair", name

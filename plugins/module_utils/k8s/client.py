@@ -3,8 +3,9 @@
 # Apache License 2.0 (see LICENSE)
 """The one Kubernetes client layer of tokenfactory.spark: auth, REST paths, server-side apply, retries.
 
-Authentication is kubernetes.core's own (the same options, environment variables and kubeconfig handling as its
-modules: kubeconfig as a file or a dict, contexts, proxy, impersonation, ...). Requests go straight to fixed REST
+Authentication takes kubernetes.core's options (the same options, environment variables and kubeconfig handling as
+its modules: kubeconfig as a file or a dict, contexts, proxy, impersonation, ...) through public seams (auth.py).
+Each request waits at most request_timeout seconds. Requests go straight to fixed REST
 paths, without kubernetes.core's discovery client: the kinds are known, so no discovery round trips and no stale
 discovery cache. Transient answers (409, 429, 5xx) are retried with backoff in one place (retries.py).
 """
@@ -15,24 +16,15 @@ import json
 import urllib.parse
 
 from ansible.module_utils.basic import missing_required_lib
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC as CORE_AUTH_ARG_SPEC
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.auth import AUTH_ARG_SPEC as CORE_AUTH_ARG_SPEC
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.auth import (
+    HAS_KUBERNETES,
+    KUBERNETES_IMPORT_ERROR,
+    KubeconfigError,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.auth import api_client_from_params as configured
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.retries import RetryableError, with_retries
 
-try:
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import (
-        _create_auth_spec,
-        _create_configuration,
-        _create_headers,
-        _set_header,
-    )
-    from kubernetes import client as k8s_client
-    from kubernetes.config import ConfigException
-
-    HAS_KUBERNETES = True
-    KUBERNETES_IMPORT_ERROR = None
-except ImportError as exc:  # pragma: no cover - reported by require_kubernetes()
-    HAS_KUBERNETES = False
-    KUBERNETES_IMPORT_ERROR = exc
 
 # kubernetes.core's connection options (documented by its doc fragment kubernetes.core.k8s_auth_options), plus
 # the time one request may take.
@@ -109,25 +101,12 @@ def require_kubernetes(module):
 
 
 def api_client_from_params(params):
-    """An ApiClient configured by kubernetes.core from the auth options (and K8S_AUTH_* environment variables)."""
-    options = {name: params.get(name) for name in CORE_AUTH_ARG_SPEC}
+    """An ApiClient from the connection options (and K8S_AUTH_* environment variables); K8sError(0) naming the
+    option and the kubeconfig path when it cannot be configured."""
     try:
-        configuration = _create_configuration(_create_auth_spec(**options))
-    except (ConfigException, OSError, TypeError, ValueError) as exc:
-        kubeconfig = options.get("kubeconfig")
-        where = (
-            kubeconfig
-            if isinstance(kubeconfig, str)
-            else "the kubeconfig given as a dict"
-            if kubeconfig
-            else "the default kubeconfig"
-        )
-        raise K8sError(0, f"cannot configure the Kubernetes client from {where}: {exc}") from exc
-    configuration.retries = False  # urllib3 would retry some 429/503 silently; retries.py does it for all, visibly
-    api = k8s_client.ApiClient(configuration)
-    for header, value in _create_headers(**options).items():  # Impersonate-User, Impersonate-Group
-        _set_header(api, header, value)
-    return api
+        return configured(params)
+    except KubeconfigError as exc:
+        raise K8sError(0, str(exc)) from exc
 
 
 class KubeClient:
@@ -135,7 +114,7 @@ class KubeClient:
 
     def __init__(self, params, field_manager, api_client=None, on_retry=None):
         self.api = api_client or api_client_from_params(params)
-        self.timeout = params.get("request_timeout") or 30
+        self.timeout = params.get("request_timeout") or AUTH_ARG_SPEC["request_timeout"]["default"]
         self.field_manager = field_manager
         self.on_retry = on_retry
 

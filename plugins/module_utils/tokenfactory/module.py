@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.auth import reveal_kubeconfig_path
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import (
     AUTH_ARG_SPEC,
     K8sError,
@@ -40,6 +41,7 @@ class TokenFactoryModule:
     def __init__(self, argument_spec, base_spec=None, **kwargs):
         spec = {**AUTH_ARG_SPEC, **(OBJECT_ARG_SPEC if base_spec is None else base_spec), **argument_spec}
         self.module = AnsibleModule(argument_spec=spec, supports_check_mode=True, **kwargs)
+        reveal_kubeconfig_path(self.module)
         self.params = self.module.params
         self.check_mode = self.module.check_mode
         self.changed = False

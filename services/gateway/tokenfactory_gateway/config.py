@@ -42,6 +42,7 @@ class Config:
     routing_namespace: str = ""  # empty: all namespaces
     routing_endpoint: str = ""  # only deployments of this Endpoint; empty: all
     routing_refresh_seconds: float = 5.0
+    routing_request_timeout: float = 10.0  # each Kubernetes API request of the kubernetes source
     kubeconfig: str = ""  # empty: in-cluster service account, then ~/.kube/config
     max_body_bytes: int = 4 * 1024 * 1024
     upstream_connect_timeout: float = 5.0
@@ -115,7 +116,14 @@ def load(path: str | None = None, environ=None) -> Config:
     return cfg
 
 
-POSITIVE = ("database_timeout", "redis_timeout", "tls_reload_seconds", "shutdown_timeout", "metering_flush_interval")
+POSITIVE = (
+    "database_timeout",
+    "redis_timeout",
+    "routing_request_timeout",
+    "tls_reload_seconds",
+    "shutdown_timeout",
+    "metering_flush_interval",
+)
 
 
 def validate(cfg: Config) -> None:

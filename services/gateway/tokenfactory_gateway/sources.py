@@ -12,6 +12,7 @@ from .domain import GROUP, PLURALS, VERSION
 from .routing import RoutingTable, deployments_from_objects
 
 LOG = logging.getLogger("tokenfactory_gateway.routing")
+ROUTED_KINDS = ("Model", "ModelDeployment")
 
 
 class StaticFileSource:
@@ -39,35 +40,35 @@ class StaticFileSource:
 
 
 class KubernetesSource:
-    """Lists Model and ModelDeployment custom objects through the Kubernetes API."""
+    """Lists Model and ModelDeployment custom objects through the Kubernetes API, with the collection's own
+    client (plugins/module_utils/k8s): the same kubeconfig handling, a timeout on every request, and the same
+    retries of 409/429/5xx answers (k8s/retries.py). The image carries those module_utils (PYTHONPATH
+    /opt/gateway/collections); elsewhere the collection must be importable, beside requirements-kubernetes.txt."""
 
-    def __init__(self, namespace: str = "", kubeconfig: str = ""):
-        from kubernetes import client, config  # the extra is only needed for this source
-
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig)
-        else:
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                config.load_kube_config()
-        self.api = client.CustomObjectsApi()
+    def __init__(self, namespace: str = "", kubeconfig: str = "", request_timeout: float = 10.0):
+        try:  # only this source needs the collection's client and the kubernetes extra
+            from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import KubeClient, ResourceType
+        except ImportError as exc:
+            raise RuntimeError(
+                "routing_source kubernetes needs the tokenfactory.spark collection's module_utils on the Python "
+                f"path (the gateway image has them) and requirements-kubernetes.txt: {exc}"
+            ) from exc
+        params = {"kubeconfig": kubeconfig or None, "request_timeout": request_timeout}
+        self.client = KubeClient(params, field_manager="tokenfactory-gateway", on_retry=LOG.warning)
+        self.types = {kind: ResourceType(f"{GROUP}/{VERSION}", kind, PLURALS[kind]) for kind in ROUTED_KINDS}
         self.namespace = namespace
 
-    def _list(self, plural: str, kind: str) -> list[dict]:
-        if self.namespace:
-            found = self.api.list_namespaced_custom_object(GROUP, VERSION, self.namespace, plural)
-        else:
-            found = self.api.list_cluster_custom_object(GROUP, VERSION, plural)
-        return [{**item, "kind": kind} for item in found.get("items", [])]
-
     def fetch(self) -> list[dict]:
-        return self._list(PLURALS["Model"], "Model") + self._list(PLURALS["ModelDeployment"], "ModelDeployment")
+        return [
+            {**item, "kind": kind}
+            for kind, rtype in self.types.items()
+            for item in self.client.list(rtype, self.namespace or None)
+        ]
 
 
 def make_source(cfg):
     if cfg.routing_source == "kubernetes":
-        return KubernetesSource(cfg.routing_namespace, cfg.kubeconfig)
+        return KubernetesSource(cfg.routing_namespace, cfg.kubeconfig, cfg.routing_request_timeout)
     return StaticFileSource(cfg.routing_file)
 
 
