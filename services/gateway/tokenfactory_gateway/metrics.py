@@ -22,6 +22,9 @@ class Metrics:
             "tf_gateway_errors", "Failed requests by error code", ("model", "tenant", "code"), registry=r
         )
         self.rate_limited = Counter("tf_gateway_rate_limited", "Requests answered 429", (*labels, "scope"), registry=r)
+        self.budget_exceeded = Counter(
+            "tf_gateway_budget_exceeded", "Requests refused by a spend budget", (*labels, "scope"), registry=r
+        )
         self.tokens = Counter("tf_gateway_tokens", "Tokens metered", (*labels, "kind"), registry=r)
         self.cost = Counter(
             "tf_gateway_cost", "Cost metered, in the deployment currency", (*labels, "currency"), registry=r
