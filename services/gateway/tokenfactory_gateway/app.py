@@ -64,7 +64,7 @@ class Gateway:
         pepper = cfg.key_pepper.encode()
         self.keys = KeyCache(self.pool, pepper, cfg.auth_cache_seconds, cfg.database_timeout)
         self.limiter = RateLimiter(self.redis, cfg.redis_key_prefix)
-        self.budgets = Budgets(self.redis, self.pool, cfg.redis_key_prefix, cfg.database_timeout)
+        self.budgets = Budgets(self.redis, self.pool, cfg.redis_key_prefix, cfg.database_timeout, self.metrics)
         self.store = Store(self.pool, pepper, cfg.database_timeout)
         self.invalidation = AuthInvalidation(self.redis, cfg.redis_key_prefix, self.keys)
         await self.invalidation.start()

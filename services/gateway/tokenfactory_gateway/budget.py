@@ -54,17 +54,20 @@ return {1, 0, ''}
 
 SETTLE_LUA = """
 local res_t, res_c, used_t, used_c = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local spent = {}
 for i = 1, #KEYS / 2 do
   if redis.call('EXISTS', KEYS[2 * i]) == 1 then
     if redis.call('HINCRBY', KEYS[2 * i], 't', -res_t) < 0 then redis.call('HSET', KEYS[2 * i], 't', 0) end
     if redis.call('HINCRBY', KEYS[2 * i], 'c', -res_c) < 0 then redis.call('HSET', KEYS[2 * i], 'c', 0) end
   end
   if redis.call('EXISTS', KEYS[2 * i - 1]) == 1 then
-    redis.call('HINCRBY', KEYS[2 * i - 1], 't', used_t)
-    redis.call('HINCRBY', KEYS[2 * i - 1], 'c', used_c)
+    spent[2 * i - 1] = redis.call('HINCRBY', KEYS[2 * i - 1], 't', used_t)
+    spent[2 * i] = redis.call('HINCRBY', KEYS[2 * i - 1], 'c', used_c)
+  else
+    spent[2 * i - 1], spent[2 * i] = -1, -1
   end
 end
-return 1
+return spent
 """
 
 SEED_LUA = """
@@ -179,8 +182,8 @@ class Reservation:
 
 
 class Budgets:
-    def __init__(self, redis, pool, prefix: str, timeout: float):
-        self.pool, self.prefix, self.timeout = pool, prefix, timeout
+    def __init__(self, redis, pool, prefix: str, timeout: float, metrics):
+        self.pool, self.prefix, self.timeout, self.metrics = pool, prefix, timeout, metrics
         self._admit = redis.register_script(ADMIT_LUA)
         self._settle = redis.register_script(SETTLE_LUA)
         self._seed = redis.register_script(SEED_LUA)
@@ -215,13 +218,24 @@ class Budgets:
             await self._seed_from_ledger(info, scope)
         raise ApiError(503, "Budget state is being rebuilt; retry.", "service_unavailable", "budget_unavailable")
 
-    async def settle(self, reservation: Reservation, tokens: int, cost: Decimal) -> None:
-        """Replace the reservation by the real usage (once)."""
+    async def settle(self, reservation: Reservation, tenant: str, tokens: int, cost: Decimal) -> None:
+        """Replace the reservation by the real usage (once); the tenant's budget gauges show the new spend."""
         if reservation.settled:
             return
         reservation.settled = True
         keys = [k for s in reservation.scopes for k in (s.spent_key, s.reserved_key)]
-        await self._settle(keys=keys, args=[reservation.tokens, reservation.cost, tokens, nano(cost)])
+        spent = await self._settle(keys=keys, args=[reservation.tokens, reservation.cost, tokens, nano(cost)])
+        for i, scope in enumerate(reservation.scopes):
+            if scope.label == "tenant" and spent[2 * i] >= 0:
+                self.show(tenant, scope.budget, int(spent[2 * i]), int(spent[2 * i + 1]))
+
+    def show(self, tenant: str, budget: Budget, tokens: int, cost_nano: int) -> None:
+        """tf_gateway_budget_spent / _limit of a tenant (its keys' budgets are not exported: no key labels)."""
+        period = budget.period
+        for unit, spent, cap in (("tokens", tokens, budget.tokens), ("amount", cost_nano / NANO, budget.amount)):
+            if cap:
+                self.metrics.budget_spent.labels(tenant, period, unit).set(spent)
+                self.metrics.budget_limit.labels(tenant, period, unit).set(float(cap))
 
     async def _seed_from_ledger(self, info, scope: Scope) -> None:
         key_id = info.key_id if scope.label == "key" else None

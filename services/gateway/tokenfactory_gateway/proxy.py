@@ -304,7 +304,8 @@ class Call:
         prompt, completion = self.usage or (0, 0)
         if self.reservation is not None and self.usage is not None:
             try:
-                await self.gw.budgets.settle(self.reservation, prompt + completion, self.dep.price.cost(*self.usage))
+                cost = self.dep.price.cost(*self.usage)
+                await self.gw.budgets.settle(self.reservation, self.info.tenant, prompt + completion, cost)
             except Exception as exc:  # the response must still complete
                 self.gw.log_background_error(exc)
         if not any(s.tpm for s in self.scopes) or not prompt + completion:
@@ -362,7 +363,7 @@ class Call:
         if reservation is not None and not reservation.settled:  # what the ledger row says, or nothing spent
             prompt, completion = self.metered[:2] if self.metered else (0, 0)
             cost = self.dep.price.cost(prompt, completion)
-            self.gw.spawn(self.gw.budgets.settle(reservation, prompt + completion, cost))
+            self.gw.spawn(self.gw.budgets.settle(reservation, self.info.tenant, prompt + completion, cost))
         if self.metered is None:
             return
         try:
