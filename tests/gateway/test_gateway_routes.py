@@ -48,3 +48,9 @@ def test_any_other_route_is_refused_with_an_openai_404_and_never_forwarded(gatew
     assert upstream.generation_requests == 0
     status, answer = gw.replicas[0].request(method, path, {"model": MODEL}, "tfk-not-a-key")
     assert status == 401, "the route list is not shown to a caller without a valid key"
+
+
+def test_a_served_route_with_another_method_is_still_405(gateway_factory, upstream):
+    gw = gateway_factory(deployment_objects("tiny", MODEL, upstream.base_url))
+    status, answer = gw.replicas[0].request("GET", "/v1/embeddings", None, gw.create_key("acme"))
+    assert status == 405 and answer["error"]["code"] == "method_not_allowed", answer

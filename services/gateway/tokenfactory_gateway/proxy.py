@@ -94,6 +94,14 @@ class Proxy:
         return await self.forward(request, apiroutes.RESPONSES)
 
     async def unknown(self, request):
+        """Every /v1 path no other route serves (404), or serves with other methods (405 with Allow)."""
+        here = request.match_info.route.resource
+        allowed = set()
+        for resource in request.app.router.resources():
+            if resource is not here:
+                allowed |= (await resource.resolve(request))[1]
+        if allowed:
+            raise web.HTTPMethodNotAllowed(request.method, sorted(allowed))
         await self.authenticate(request, fresh=False)
         raise apiroutes.unknown_route(request.method, request.path)
 
