@@ -11,6 +11,7 @@ import redis
 from lab.wait import wait_until
 from tests.engine.synthetic import SyntheticUpstream
 from tests.gateway.gateway import deployment_objects
+from tests.gateway.test_gateway_limits import burst  # the same burst, over both replicas
 
 pytestmark = pytest.mark.gateway
 MODEL = "tiny-qwen2"
@@ -26,30 +27,13 @@ def put_budget(gw, path, budget):
     return answer
 
 
-async def burst(gw, key, count):
-    """`count` requests at once, alternating replicas; (served, budget refusals)."""
-    clients = [openai.AsyncOpenAI(base_url=r.url + "/v1", api_key=key, max_retries=0) for r in gw.replicas]
-
-    async def one(i):
-        try:
-            await clients[i % 2].chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=8)
-            return None
-        except openai.RateLimitError as err:
-            return err
-
-    results = await asyncio.gather(*(one(i) for i in range(count)))
-    for client in clients:
-        await client.close()
-    return sum(r is None for r in results), [r for r in results if r is not None]
-
-
 def test_a_burst_against_a_nearly_spent_key_budget_admits_exactly_what_fits(gateway_factory):
     # Every request is still running when the last one is decided: the reservations alone decide.
     with SyntheticUpstream(model=MODEL, output_tokens=8, ttft_ms=3000) as slow:
         gw = gateway_factory(deployment_objects("tiny", MODEL, slow.base_url), replicas=2)
         key = gw.create_key("acme")
         put_budget(gw, "/tenants/acme/keys/k1", {"period": "day", "tokens": 5 * RESERVED + RESERVED - 1})
-        served, refused = asyncio.run(burst(gw, key, 24))
+        served, refused = asyncio.run(burst(gw, [key], 24, max_tokens=8))
         assert served == 5
         assert len(refused) == 19 and slow.generation_requests == 5, "a refused request is never forwarded"
         err = refused[0]
@@ -57,7 +41,7 @@ def test_a_burst_against_a_nearly_spent_key_budget_admits_exactly_what_fits(gate
         assert err.body["code"] == "budget_exceeded" and err.body["type"] == "insufficient_quota"
         assert "key's spend budget per day (71 tokens)" in err.body["message"]
         # spent 5 * 14 = 70 of 71: nothing more fits, on either replica
-        assert asyncio.run(burst(gw, key, 2))[0] == 0
+        assert asyncio.run(burst(gw, [key], 2, max_tokens=8))[0] == 0
         wait_until(lambda: gw.sql("SELECT count(*), sum(prompt_tokens + completion_tokens) FROM usage_records")
                    == f"5|{5 * SPENT}", 10, "ledger")  # fmt: skip
         text = _metrics_text(gw)
