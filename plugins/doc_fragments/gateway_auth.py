@@ -70,6 +70,30 @@ options:
         description: Prompt plus completion tokens per minute (counted from real usage).
         type: int
         default: 0
+  budget:
+    description:
+      - Spend budget of the object itself per calendar period (UTC), over all models (for a tenant, all its keys
+        and gateway replicas together; for a key, that key alone). It is held exactly across replicas; a request
+        whose reservation (prompt estimate plus C(max_tokens)) does not fit is answered HTTP 429 with code
+        C(budget_exceeded) and never forwarded. A stream that crosses it mid-way is finished and metered.
+      - Left unchanged when omitted.
+    type: dict
+    suboptions:
+      period:
+        description: The calendar period (UTC) the budget counts over; it renews at the period's start.
+        type: str
+        default: month
+        choices: [day, month]
+      amount:
+        description:
+          - Spend per period in the deployments' currency (cost = tokens x the ModelDeployment's price per 1M),
+            as a decimal string such as V('25.00'); V('0') means no amount budget.
+        type: str
+        default: "0"
+      tokens:
+        description: Prompt plus completion tokens per period, from V(0) (no token budget) to V(1000000000000000).
+        type: int
+        default: 0
 attributes:
   check_mode:
     description: The gateway computes the change in a rolled-back transaction (C(dry_run)); nothing is written.

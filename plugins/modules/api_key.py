@@ -49,6 +49,9 @@ EXAMPLES = r"""
     name: ci
     limits:
       tokens_per_minute: 200000
+    budget:
+      period: day
+      tokens: 5000000
     key_file: /etc/acme/tokenfactory.key
 
 - name: Key returned once (keep it out of logs)
@@ -80,6 +83,7 @@ api_key:
     name: ci
     prefix: tfk-AbCdEf
     limits: {requests_per_minute: 0, tokens_per_minute: 200000}
+    budget: {period: day, amount: "0", tokens: 5000000}
     expires_at: null
 key:
   description: The key value. Only when this run created the key and O(key_file) is not set.
@@ -116,7 +120,7 @@ def main():
     params = gam.params
     body = {
         field: value
-        for field, value in (("limits", gam.limits()), ("expires_at", params["expires_at"]))
+        for field, value in (("limits", gam.limits()), ("budget", gam.budget()), ("expires_at", params["expires_at"]))
         if value is not None
     }
     where = path("tenants", params["tenant"], "keys", params["name"])

@@ -46,6 +46,9 @@ EXAMPLES = r"""
     limits:
       requests_per_minute: 600
     models: [Qwen/Qwen2-0.5B-Instruct]
+    budget:
+      period: month
+      amount: "250.00"
 
 - name: Remove a tenant (its keys stop working immediately)
   tokenfactory.spark.tenant:
@@ -65,6 +68,7 @@ tenant:
     description: ACME research team
     limits: {requests_per_minute: 600, tokens_per_minute: 0}
     models: [Qwen/Qwen2-0.5B-Instruct]
+    budget: {period: month, amount: "250", tokens: 0}
     created_at: "2026-12-02T13:00:00+00:00"
 """
 
@@ -85,7 +89,12 @@ def main():
         }
     )
     params = gam.params
-    body = {"description": params["description"], "limits": gam.limits(), "models": params["models"]}
+    body = {
+        "description": params["description"],
+        "limits": gam.limits(),
+        "budget": gam.budget(),
+        "models": params["models"],
+    }
     body = {field: value for field, value in body.items() if value is not None}
     _answer, result = gam.apply(path("tenants", params["name"]), body, "tenant", f"tenant {params['name']}")
     gam.module.exit_json(**result)

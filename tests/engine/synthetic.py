@@ -5,7 +5,9 @@ Timing is scheduled from the request's arrival, not accumulated: the first conte
 ends at ttft + itl * (tokens - tokens in the first chunk). Output length: the request's `max_tokens`
 (or `max_completion_tokens`) when it is at most `output_tokens` (finish_reason "length"), otherwise
 `output_tokens` (finish_reason "stop"). Token i is the text TOKEN_WORDS[i % 8]; prompt tokens are
-whitespace-separated words (+ 3 per chat message for its template).
+whitespace-separated words (+ 3 per chat message for its template). /v1/embeddings answers one
+EMBEDDING_DIMENSIONS-long vector per input (usage: prompt_tokens only, as vLLM's pooling runner), and
+/v1/responses a non-streamed Responses API object (usage: input_tokens/output_tokens) for a string `input`.
 
 In a test:   with SyntheticUpstream(ttft_ms=50, itl_ms=5) as upstream: upstream.base_url ...
 Subprocess:  SyntheticUpstream(..., subprocess=True), or
@@ -34,6 +36,7 @@ from tests.engine.synthetic_metrics import EngineMetrics
 
 TOKEN_WORDS = (" alpha", " bravo", " charlie", " delta", " echo", " foxtrot", " golf", " hotel")
 REPO = pathlib.Path(__file__).resolve().parents[2]
+EMBEDDING_DIMENSIONS = 8
 
 
 @dataclasses.dataclass
@@ -67,7 +70,7 @@ def count_prompt_tokens(path: str, body: dict) -> int:
                 content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
             total += len(str(content).split()) + 3
         return total
-    prompt = body["prompt"]
+    prompt = body["input"] if path.endswith(("/embeddings", "/responses")) else body["prompt"]
     if isinstance(prompt, list):
         return len(prompt) if all(isinstance(t, int) for t in prompt) else sum(len(str(p).split()) for p in prompt)
     return len(str(prompt).split())
@@ -298,6 +301,8 @@ class SyntheticUpstream:
             await http11.send(writer, 200, self.metrics.render().encode(), "text/plain; version=0.0.4", keep)
         elif route == ("GET", "/v1/models"):
             await http11.send_json(writer, 200, self._models(), keep)
+        elif route in (("POST", "/v1/embeddings"), ("POST", "/v1/responses")):
+            await self._answer_at_once(request, writer)
         elif request.path in ("/v1/chat/completions", "/v1/completions"):
             if request.method != "POST":
                 await http11.send_json(writer, 405, error_body("Method Not Allowed", "BadRequestError", 405), keep)
@@ -306,6 +311,30 @@ class SyntheticUpstream:
         else:
             await http11.send_json(writer, 404, error_body("Not Found", "NotFoundError", 404), keep)
         return keep
+
+    async def _answer_at_once(self, request: http11.Request, writer: asyncio.StreamWriter) -> None:
+        """/v1/embeddings or a non-streamed /v1/responses, with the usage shape vLLM gives each."""
+        body = request.json()
+        if not isinstance(body, dict) or not body.get("input"):
+            await http11.send_json(writer, 400, error_body("field 'input' is required", "BadRequestError", 400),
+                                   request.keep_alive)  # fmt: skip
+            return
+        self.generation_requests += 1
+        prompt = count_prompt_tokens(request.path, body)
+        if request.path.endswith("/embeddings"):
+            inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            vector = [round(0.1 * (i + 1), 3) for i in range(EMBEDDING_DIMENSIONS)]
+            data = [{"object": "embedding", "index": i, "embedding": vector} for i in range(len(inputs))]
+            usage = {"prompt_tokens": prompt, "total_tokens": prompt}
+            answer = {"object": "list", "model": self.config.model, "data": data, "usage": usage}
+        else:
+            tokens = min(body.get("max_output_tokens") or self.config.output_tokens, self.config.output_tokens)
+            text = {"type": "output_text", "text": completion_text(tokens), "annotations": []}
+            output = [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [text]}]
+            usage = {"input_tokens": prompt, "output_tokens": tokens, "total_tokens": prompt + tokens}
+            answer = {"id": f"resp_{uuid.uuid4().hex[:16]}", "object": "response", "created_at": int(time.time()),
+                      "model": self.config.model, "status": "completed", "output": output, "usage": usage}  # fmt: skip
+        await http11.send_json(writer, 200, answer, request.keep_alive)
 
     def _models(self) -> dict:
         model = {"id": self.config.model, "object": "model", "created": int(time.time()), "owned_by": "vllm"}

@@ -82,3 +82,19 @@ def test_key_file_receives_the_key_instead_of_the_result(gateway_factory, tmp_pa
     assert "key" not in result["key"] and key_file.read_text().startswith("tfk-")
     assert oct(key_file.stat().st_mode & 0o777) == "0o600"
     assert result["bad"]["failed"] and "tenant 'nobody' not found" in result["bad"]["msg"]
+
+
+def test_budgets_set_through_the_modules_are_idempotent_and_refuse_bad_amounts(gateway_factory, tmp_path):
+    gw = gateway_factory(deployment_objects("tiny", MODEL, "http://127.0.0.1:9"))
+    tenant = {"tokenfactory.spark.tenant": {"name": "acme", "budget": {"amount": "25.00"}}}
+    key = {"tokenfactory.spark.api_key": {"tenant": "acme", "name": "ci", "budget": {"period": "day", "tokens": 9000}},
+           "no_log": True}  # fmt: skip
+    bad = {"tokenfactory.spark.tenant": {"name": "acme", "budget": {"amount": "a lot"}}, "ignore_errors": True}
+    tasks = [{"name": "tenant", **tenant}, {"name": "key", **key}]
+    first = run_tasks(gw, tmp_path, tasks)[0]
+    assert first["tenant"]["tenant"]["budget"] == {"period": "month", "amount": "25", "tokens": 0}
+    assert first["key"]["api_key"]["budget"] == {"period": "day", "amount": "0", "tokens": 9000}
+    again = run_tasks(gw, tmp_path, [*tasks, {"name": "bad", **bad}])[0]
+    assert not again["tenant"]["changed"] and not again["key"]["changed"]
+    assert again["bad"]["failed"] and "budget.amount must be a non-negative decimal" in again["bad"]["msg"]
+    assert gw.admin("GET", "/tenants/acme")[1]["budget"]["amount"] == "25", "a refused change changed nothing"

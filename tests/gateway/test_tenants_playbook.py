@@ -12,8 +12,9 @@ from tests.playbooks.ansible_run import ROOT, changed_count, run_playbook
 pytestmark = pytest.mark.gateway
 MODEL = "tiny-qwen2"
 TENANTS = [
-    {"name": "acme", "description": "Acme", "limits": {"requests_per_minute": 100},
-     "api_keys": [{"name": "ci"}, {"name": "batch", "limits": {"tokens_per_minute": 5000}}]},
+    {"name": "acme", "description": "Acme", "limits": {"requests_per_minute": 100}, "budget": {"amount": "40"},
+     "api_keys": [{"name": "ci"}, {"name": "batch", "limits": {"tokens_per_minute": 5000},
+                                   "budget": {"period": "day", "tokens": 100000}}]},
     {"name": "beta", "models": [MODEL]},
 ]  # fmt: skip
 
@@ -47,6 +48,9 @@ def test_tenants_and_keys_come_from_the_inventory_and_keys_only_reach_0600_files
     assert gw.admin_token not in first.stdout
     status, acme = gw.admin("GET", "/tenants/acme")
     assert status == 200 and acme["description"] == "Acme" and acme["limits"]["requests_per_minute"] == 100
+    assert acme["budget"] == {"period": "month", "amount": "40", "tokens": 0}
+    batch = [k for k in gw.admin("GET", "/tenants/acme/keys")[1]["data"] if k["name"] == "batch"]
+    assert batch[0]["budget"] == {"period": "day", "amount": "0", "tokens": 100000}
     assert gw.admin("GET", "/tenants/beta")[1]["models"] == [MODEL]
     listed = openai.OpenAI(base_url=gw.url + "/v1", api_key=keys["ci"].read_text().strip(), max_retries=0).models.list()
     assert [m.id for m in listed.data] == [MODEL]

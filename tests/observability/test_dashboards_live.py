@@ -36,6 +36,8 @@ def stack(gateway_factory, tmp_path):
     keys = tmp_path / "key", tmp_path / "limited-key"
     keys[0].write_text(gw.create_key("acme", "k1"))
     keys[1].write_text(gw.create_key("acme", "burst", key_limits={"requests_per_minute": 2}))
+    budget = {"budget": {"period": "day", "tokens": 10**9}}  # the budget panel's series: spent / limit
+    assert gw.admin("PUT", "/tenants/acme", budget)[0] == 200
     processes, exporters = [], {}
     for node, case in (("spark-01", "gb10-healthy"), ("gpu-server-01", "h100-healthy")):
         proc, exporters[node], _served = simulated_dcgm_exporter(tmp_path, case, name=node)

@@ -16,7 +16,12 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ch
     ValidationError,
     per_minute_limit,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import LIMIT_FIELDS, UNLIMITED
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import (
+    BUDGET_PERIOD_DEFAULT,
+    BUDGET_PERIODS,
+    LIMIT_FIELDS,
+    UNLIMITED,
+)
 
 # The options of the modules that manage one object (tenant, api_key; documented by gateway_auth.object): its
 # own limits over all models (the admin API's names, the domain's bound) and state.
@@ -26,6 +31,14 @@ OBJECT_OPTIONS = {
         "options": {
             name: {"type": "int", "default": UNLIMITED, **({"no_log": False} if "token" in name else {})}
             for name in LIMIT_FIELDS
+        },
+    },
+    "budget": {
+        "type": "dict",
+        "options": {
+            "period": {"type": "str", "default": BUDGET_PERIOD_DEFAULT, "choices": list(BUDGET_PERIODS)},
+            "amount": {"type": "str", "default": "0"},
+            "tokens": {"type": "int", "default": UNLIMITED, "no_log": False},
         },
     },
     "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
@@ -54,6 +67,10 @@ class GatewayAdminModule:
             return {name: per_minute_limit(f"limits.{name}", given[name]) for name in LIMIT_FIELDS}
         except ValidationError as err:
             self.module.fail_json(msg=str(err))
+
+    def budget(self):
+        """The budget option as the admin API takes it (the gateway checks amount and tokens; None: unchanged)."""
+        return self.params.get("budget")
 
     def apply(self, api_path, body, result_key, what):
         """state=absent deletes the object; present PUTs body. Check mode asks the gateway for a dry run.

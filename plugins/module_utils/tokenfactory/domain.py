@@ -122,6 +122,14 @@ DEPLOYMENT_LIMIT_SCOPES = {
 }
 PRICING_FIELDS = {"currency": "currency", "input_per_1m": "inputPer1M", "output_per_1m": "outputPer1M"}
 
+# ---- spend budgets ---------------------------------------------------------------------------------------
+# A tenant's and a key's budget (admin API field `budget`, module option `budget`): spend per calendar period
+# (UTC), as an amount in the deployments' currency (cost = tokens x price per 1M) and/or as tokens; 0 = none.
+BUDGET_PERIODS = ("day", "month")
+BUDGET_PERIOD_DEFAULT = "month"
+BUDGET_TOKENS_MAX = 10**15
+BUDGET_FIELDS = {"period": "period", "amount": "amount", "tokens": "tokens"}
+
 
 # ---- fields of each kind: module option -> spec field -------------------------------------------------
 # An entry: field (spec name), type (JSON schema type), and optionally format (FORMATS), enum, minimum, maximum,
@@ -389,6 +397,10 @@ def gateway_view(engines):
         "deploymentLimitScopes": {scope: entry["field"] for scope, entry in DEPLOYMENT_LIMIT_SCOPES.items()},
         "pricingFields": PRICING_FIELDS,
         "currencyDefault": CURRENCY_DEFAULT,
+        "budgetPeriods": list(BUDGET_PERIODS),
+        "budgetPeriodDefault": BUDGET_PERIOD_DEFAULT,
+        "budgetTokensMax": BUDGET_TOKENS_MAX,
+        "budgetFields": BUDGET_FIELDS,
         "engineDefault": deployment["engine"]["default"],
         "fields": {
             "engine": deployment["engine"]["field"],

@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 
 from . import db, errors, schema, usage
 from .admin import Admin
+from .budget import Budgets
 from .invalidation import AuthInvalidation
 from .keys import KeyCache
 from .metering import MeterWriter
@@ -47,7 +48,7 @@ class Gateway:
         self.in_flight = 0  # proxied requests not yet metered
         self.shutting_down = False
         self.pool = self.redis = self.session = None
-        self.keys = self.limiter = self.meter = self.store = self.routing = self.invalidation = None
+        self.keys = self.limiter = self.budgets = self.meter = self.store = self.routing = self.invalidation = None
         self._settler = None
         self.runtime = RuntimeProbe(self.metrics, cfg.event_loop_probe_seconds, cfg.gc_young_threshold)
 
@@ -63,6 +64,7 @@ class Gateway:
         pepper = cfg.key_pepper.encode()
         self.keys = KeyCache(self.pool, pepper, cfg.auth_cache_seconds, cfg.database_timeout)
         self.limiter = RateLimiter(self.redis, cfg.redis_key_prefix)
+        self.budgets = Budgets(self.redis, self.pool, cfg.redis_key_prefix, cfg.database_timeout, self.metrics)
         self.store = Store(self.pool, pepper, cfg.database_timeout)
         self.invalidation = AuthInvalidation(self.redis, cfg.redis_key_prefix, self.keys)
         await self.invalidation.start()
@@ -252,9 +254,12 @@ def build_apps(gw: Gateway) -> tuple[web.Application, web.Application]:
         [
             web.post("/v1/chat/completions", gw.proxy.chat_completions),
             web.post("/v1/completions", gw.proxy.completions),
+            web.post("/v1/embeddings", gw.proxy.embeddings),
+            web.post("/v1/responses", gw.proxy.responses),
             web.get("/v1/models", gw.proxy.models),
             web.get("/v1/models/{model}", gw.proxy.model),
             web.get("/v1/usage", self_usage),
+            web.route("*", "/v1/{tail:.*}", gw.proxy.unknown),  # last: never forwarded unmetered
         ]
     )
     internal.add_routes(

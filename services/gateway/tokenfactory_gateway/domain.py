@@ -24,6 +24,10 @@ CURRENCY_DEFAULT = _DATA["currencyDefault"]
 FIELDS = _DATA["fields"]
 ENGINE_DEFAULT = _DATA["engineDefault"]
 ENGINES = _DATA["engines"]  # engine -> the capabilities its plugin declares (engines/<name>.py)
+BUDGET_PERIODS = tuple(_DATA["budgetPeriods"])  # calendar periods (UTC) a spend budget counts over
+BUDGET_PERIOD_DEFAULT = _DATA["budgetPeriodDefault"]
+BUDGET_TOKENS_MAX = _DATA["budgetTokensMax"]
+BUDGET_FIELDS = _DATA["budgetFields"]  # admin API names of a budget's fields
 
 
 def running_usage(engine: str) -> bool:

@@ -14,6 +14,7 @@ import secrets
 import time
 import uuid
 
+from .budget import Budget
 from .db import guarded
 
 KEY_PREFIX = "tfk-"
@@ -48,6 +49,8 @@ class KeyInfo:
     tenant_tpm: int
     granted_models: frozenset
     expires_at: float | None  # epoch seconds
+    key_budget: Budget
+    tenant_budget: Budget
 
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
@@ -56,6 +59,8 @@ class KeyInfo:
 LOOKUP_SQL = """
 SELECT k.id, k.hash, k.tenant, k.name, k.requests_per_minute AS key_rpm, k.tokens_per_minute AS key_tpm,
        k.expires_at, t.requests_per_minute AS tenant_rpm, t.tokens_per_minute AS tenant_tpm,
+       k.budget_period, k.budget_amount, k.budget_tokens, t.budget_period AS t_budget_period,
+       t.budget_amount AS t_budget_amount, t.budget_tokens AS t_budget_tokens,
        coalesce(array(SELECT model FROM tenant_models m WHERE m.tenant = t.name), '{}') AS models
 FROM api_keys k JOIN tenants t ON t.name = k.tenant
 WHERE k.hash = $1 AND k.revoked_at IS NULL AND t.deleted_at IS NULL
@@ -113,4 +118,6 @@ class KeyCache:
             tenant_tpm=row["tenant_tpm"],
             granted_models=frozenset(row["models"]),
             expires_at=row["expires_at"].timestamp() if row["expires_at"] else None,
+            key_budget=Budget.from_row(row),
+            tenant_budget=Budget.from_row(row, "t_"),
         )

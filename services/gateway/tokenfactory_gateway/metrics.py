@@ -22,6 +22,14 @@ class Metrics:
             "tf_gateway_errors", "Failed requests by error code", ("model", "tenant", "code"), registry=r
         )
         self.rate_limited = Counter("tf_gateway_rate_limited", "Requests answered 429", (*labels, "scope"), registry=r)
+        self.budget_exceeded = Counter(
+            "tf_gateway_budget_exceeded", "Requests refused by a spend budget", (*labels, "scope"), registry=r
+        )
+        budget_labels = ("tenant", "period", "unit")  # unit: tokens, or amount (in the deployments' currency)
+        self.budget_spent = Gauge(
+            "tf_gateway_budget_spent", "Spent in the current period of a tenant budget", budget_labels, registry=r
+        )
+        self.budget_limit = Gauge("tf_gateway_budget_limit", "A tenant budget per period", budget_labels, registry=r)
         self.tokens = Counter("tf_gateway_tokens", "Tokens metered", (*labels, "kind"), registry=r)
         self.cost = Counter(
             "tf_gateway_cost", "Cost metered, in the deployment currency", (*labels, "currency"), registry=r

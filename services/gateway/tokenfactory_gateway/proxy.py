@@ -18,11 +18,12 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from . import domain, errors, fields
+from . import apiroutes, domain, errors, fields
+from .budget import BudgetExceeded
 from .keys import bearer_token
 from .metering import UsageRecord, opened_line
 from .ratelimit import scopes_for
-from .sse import DONE_EVENT, KEEP_ALL, KEEP_FINAL, KEEP_NONE, SseFilter, usage_of
+from .sse import DONE_EVENT, KEEP_ALL, KEEP_FINAL, KEEP_NONE, SseFilter
 
 LOG = logging.getLogger("tokenfactory_gateway")
 UPSTREAM_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError)
@@ -86,6 +87,24 @@ class Proxy:
     async def completions(self, request):
         return await self.forward(request, "/v1/completions")
 
+    async def embeddings(self, request):
+        return await self.forward(request, apiroutes.EMBEDDINGS)
+
+    async def responses(self, request):
+        return await self.forward(request, apiroutes.RESPONSES)
+
+    async def unknown(self, request):
+        """Every /v1 path no other route serves (404), or serves with other methods (405 with Allow)."""
+        here = request.match_info.route.resource
+        allowed = set()
+        for resource in request.app.router.resources():
+            if resource is not here:
+                allowed |= (await resource.resolve(request))[1]
+        if allowed:
+            raise web.HTTPMethodNotAllowed(request.method, sorted(allowed))
+        await self.authenticate(request, fresh=False)
+        raise apiroutes.unknown_route(request.method, request.path)
+
     async def models(self, request):
         info = (await self.authenticate(request))[1]
         names = self.gw.routing.table.models_for(info.tenant, info.granted_models)
@@ -111,7 +130,9 @@ class Proxy:
         if not isinstance(model, str) or not model:
             raise errors.ApiError(400, "`model` is required and must be a string.", param="model", code="missing_model")
         metered = fields.check(payload)
+        apiroutes.check_route(route, payload)
         info, dep, scopes = await self.admit(key, info, model)
+        reservation = await self.reserve_budget(info, dep, payload, route, started)
         if metered.stream:  # usage always comes back; on every chunk where the engine can do it
             options = {**payload.get("stream_options", {}), "include_usage": True}
             if domain.running_usage(dep.engine):
@@ -120,6 +141,7 @@ class Proxy:
         keep = KEEP_ALL if metered.wants_running_usage else KEEP_FINAL if metered.wants_usage else KEEP_NONE
         request["log"].update(model=model, deployment=dep.name, stream=metered.stream)
         call = Call(self.gw, request, info, dep, scopes, route, metered.stream, t0, started)
+        call.reservation = reservation
         self.gw.metrics.in_flight.inc()
         self.gw.in_flight += 1
         try:
@@ -129,6 +151,22 @@ class Proxy:
             self.gw.metrics.in_flight.dec()
             call.record()  # no-op for a stream: recorded before its last byte
             call.finish()
+
+    async def reserve_budget(self, info, dep, payload, route, started):
+        """Reserve the request's bound on the tenant's and key's spend budgets (no Redis call without budgets)."""
+        gw = self.gw
+        scopes = gw.budgets.scopes_for(info, started)
+        if not scopes:
+            return None
+        try:
+            return await gw.budgets.reserve(info, scopes, dep, payload, route)
+        except BudgetExceeded as err:
+            gw.metrics.budget_exceeded.labels(dep.model, info.tenant, err.scope).inc()
+            raise
+        except errors.ApiError:
+            raise
+        except Exception as exc:
+            raise errors.redis_unavailable("Budget accounting unavailable; retry later.") from exc
 
 
 class Call:
@@ -149,6 +187,7 @@ class Call:
         self.opened = False
         self.answered = False  # the engine answered 2xx: there must be usage
         self.metered: tuple[int, int, bool] | None = None  # prompt, completion, estimated (set by record)
+        self.reservation = None  # budget.Reservation of an admitted request with a budget
 
     async def run(self, body: bytes, keep: str):
         try:
@@ -178,7 +217,7 @@ class Call:
             except UPSTREAM_ERRORS:
                 raise self.fail(502, "Upstream model server closed the connection.", "upstream_unavailable") from None
             if ok:
-                self.usage = usage_of(data)
+                self.usage = apiroutes.usage_of_route(self.route, data)
                 if self.usage is None:
                     self.status, self.error = 502, "upstream_usage_invalid"
                     raise errors.upstream_usage_invalid()
@@ -268,8 +307,15 @@ class Call:
         return resp
 
     async def debit(self) -> None:
-        """Charge token limits with the real usage before the response completes (one Redis call)."""
+        """Charge token limits and budgets with the real usage before the response completes (one Redis call
+        each)."""
         prompt, completion = self.usage or (0, 0)
+        if self.reservation is not None and self.usage is not None:
+            try:
+                cost = self.dep.price.cost(*self.usage)
+                await self.gw.budgets.settle(self.reservation, self.info.tenant, prompt + completion, cost)
+            except Exception as exc:  # the response must still complete
+                self.gw.log_background_error(exc)
         if not any(s.tpm for s in self.scopes) or not prompt + completion:
             return
         self.debited = True
@@ -319,7 +365,13 @@ class Call:
         )
 
     def finish(self) -> None:
-        """Debit token limits (if not done yet), count and log; never raises (the row is already journaled)."""
+        """Debit token limits and settle budgets (if not done yet), count and log; never raises (the row is
+        already journaled)."""
+        reservation = self.reservation
+        if reservation is not None and not reservation.settled:  # what the ledger row says, or nothing spent
+            prompt, completion = self.metered[:2] if self.metered else (0, 0)
+            cost = self.dep.price.cost(prompt, completion)
+            self.gw.spawn(self.gw.budgets.settle(reservation, self.info.tenant, prompt + completion, cost))
         if self.metered is None:
             return
         try:

@@ -67,6 +67,13 @@ MIGRATIONS = (
     );
     INSERT INTO auth_changes VALUES (1, 0, 0);
     """,
+    # Spend budgets (budget.py): per calendar period, an amount (0 = none) and/or tokens (0 = none).
+    """
+    ALTER TABLE tenants ADD COLUMN budget_period text NOT NULL DEFAULT 'month',
+        ADD COLUMN budget_amount numeric NOT NULL DEFAULT 0, ADD COLUMN budget_tokens bigint NOT NULL DEFAULT 0;
+    ALTER TABLE api_keys ADD COLUMN budget_period text NOT NULL DEFAULT 'month',
+        ADD COLUMN budget_amount numeric NOT NULL DEFAULT 0, ADD COLUMN budget_tokens bigint NOT NULL DEFAULT 0;
+    """,
 )
 
 LOCK_ID = 0x7466_6777  # "tfgw"

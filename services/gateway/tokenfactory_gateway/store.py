@@ -7,6 +7,7 @@ import re
 import uuid
 
 from . import domain
+from .budget import Budget
 from .db import guarded
 from .errors import ApiError
 from .keys import generate_key, hash_key
@@ -61,6 +62,7 @@ def tenant_view(row, models) -> dict:
         "description": row["description"],
         "limits": {f: row[f] for f in LIMIT_FIELDS},
         "models": sorted(models),
+        "budget": Budget.from_row(row).view(),
         "created_at": _iso(row["created_at"]),
     }
 
@@ -72,6 +74,7 @@ def key_view(row) -> dict:
         "name": row["name"],
         "prefix": row["prefix"],
         "limits": {f: row[f] for f in LIMIT_FIELDS},
+        "budget": Budget.from_row(row).view(),
         "created_at": _iso(row["created_at"]),
         "expires_at": _iso(row["expires_at"]),
         "revoked_at": _iso(row["revoked_at"]),
@@ -108,9 +111,11 @@ class Store:
     async def put_tenant(self, name, body, dry_run) -> tuple[dict | None, dict]:
         """Create or update; fields absent from body keep their value (defaults on creation)."""
         check_name(name, TENANT_NAME, "tenant name")
-        unknown = set(body) - {"description", "limits", "models"}
+        unknown = set(body) - {"description", "limits", "models", "budget"}
         if unknown:
-            raise ApiError(400, f"unknown tenant field(s) {sorted(unknown)}; allowed: description, limits, models")
+            raise ApiError(
+                400, f"unknown tenant field(s) {sorted(unknown)}; allowed: budget, description, limits, models"
+            )
         models = body.get("models")
         if models is not None and (not isinstance(models, list) or not all(isinstance(m, str) and m for m in models)):
             raise ApiError(400, "models must be a list of model names", param="models")
@@ -118,23 +123,28 @@ class Store:
         if description is not None and not isinstance(description, str):
             raise ApiError(400, "description must be a string", param="description")
         limits = check_limits(body["limits"]) if "limits" in body else None
-        return await self._in_tx(dry_run, self._put_tenant, name, description, limits, models)
+        budget = Budget.checked(body["budget"]) if "budget" in body else None
+        return await self._in_tx(dry_run, self._put_tenant, name, description, limits, models, budget)
 
-    async def _put_tenant(self, conn, name, description, limits, models):
+    async def _put_tenant(self, conn, name, description, limits, models, budget):
         before = await self._tenant(conn, name, lock=True)
         base = before or {"description": "", "limits": dict.fromkeys(LIMIT_FIELDS, 0), "models": []}
         description = base["description"] if description is None else description
         limits = base["limits"] if limits is None else limits
         models = base["models"] if models is None else sorted(set(models))
+        budget = (Budget.checked(before["budget"]) if before else Budget()) if budget is None else budget
         await conn.execute(
-            """INSERT INTO tenants (name, description, requests_per_minute, tokens_per_minute) VALUES ($1, $2, $3, $4)
+            """INSERT INTO tenants (name, description, requests_per_minute, tokens_per_minute, budget_period,
+               budget_amount, budget_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7)
                ON CONFLICT (name) DO UPDATE SET description = $2, requests_per_minute = $3, tokens_per_minute = $4,
+               budget_period = $5, budget_amount = $6, budget_tokens = $7,
                deleted_at = NULL, created_at = CASE WHEN tenants.deleted_at IS NULL THEN tenants.created_at
                ELSE now() END""",
             name,
             description,
             limits["requests_per_minute"],
             limits["tokens_per_minute"],
+            *_budget_columns(budget),
         )
         await conn.execute("DELETE FROM tenant_models WHERE tenant = $1 AND NOT (model = ANY($2))", name, models)
         await conn.executemany(
@@ -169,14 +179,15 @@ class Store:
     async def put_key(self, tenant, name, body, dry_run) -> tuple[dict | None, dict, str | None]:
         """Create the tenant's active key `name` (returning its value once) or update its limits/expiry."""
         check_name(name, KEY_NAME, "key name")
-        unknown = set(body) - {"limits", "expires_at"}
+        unknown = set(body) - {"limits", "expires_at", "budget"}
         if unknown:
-            raise ApiError(400, f"unknown key field(s) {sorted(unknown)}; allowed: expires_at, limits")
+            raise ApiError(400, f"unknown key field(s) {sorted(unknown)}; allowed: budget, expires_at, limits")
         limits = check_limits(body["limits"]) if "limits" in body else None
+        budget = Budget.checked(body["budget"]) if "budget" in body else None
         expires = parse_time(body.get("expires_at"), "expires_at") if "expires_at" in body else ...
-        return await self._in_tx(dry_run, self._put_key, tenant, name, limits, expires)
+        return await self._in_tx(dry_run, self._put_key, tenant, name, limits, expires, budget)
 
-    async def _put_key(self, conn, tenant, name, limits, expires):
+    async def _put_key(self, conn, tenant, name, limits, expires, budget):
         if await self._tenant(conn, tenant, lock=True) is None:
             raise ApiError(404, f"tenant {tenant!r} not found", code="tenant_not_found")
         row = await conn.fetchrow(
@@ -187,7 +198,8 @@ class Store:
             limits = limits or dict.fromkeys(LIMIT_FIELDS, 0)
             row = await conn.fetchrow(
                 """INSERT INTO api_keys (id, tenant, name, prefix, hash, requests_per_minute, tokens_per_minute,
-                   expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *""",
+                   expires_at, budget_period, budget_amount, budget_tokens)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *""",
                 uuid.uuid4(),
                 tenant,
                 name,
@@ -196,17 +208,20 @@ class Store:
                 limits["requests_per_minute"],
                 limits["tokens_per_minute"],
                 None if expires is ... else expires,
+                *_budget_columns(budget or Budget()),
             )
             return None, key_view(row), value
         before = key_view(row)
         limits = before["limits"] if limits is None else limits
+        budget = Budget.from_row(row) if budget is None else budget
         row = await conn.fetchrow(
-            """UPDATE api_keys SET requests_per_minute = $2, tokens_per_minute = $3, expires_at = $4
-               WHERE id = $1 RETURNING *""",
+            """UPDATE api_keys SET requests_per_minute = $2, tokens_per_minute = $3, expires_at = $4,
+               budget_period = $5, budget_amount = $6, budget_tokens = $7 WHERE id = $1 RETURNING *""",
             row["id"],
             limits["requests_per_minute"],
             limits["tokens_per_minute"],
             row["expires_at"] if expires is ... else expires,
+            *_budget_columns(budget),
         )
         after = key_view(row)
         if before != after:
@@ -249,6 +264,10 @@ class Store:
             except DryRun:
                 pass
         return result
+
+
+def _budget_columns(budget: Budget) -> tuple:
+    return budget.period, budget.amount, budget.tokens
 
 
 async def _rights_changed(conn) -> None:
