@@ -1,6 +1,7 @@
 """The status keeper's loop: it writes a ModelDeployment's or Endpoint's status only when what the modules' own status
-functions compute now differs from the stored status, onto the version it read (409: next pass), leaves alone a
-deployment whose newer spec cannot be planned with its old plan and the refusal in status, keeps going past API errors and never logs container logs."""
+functions compute now differs from the stored status, onto the version it read (409: next pass), keeps the old plan
+and writes the refusal in status for a newer spec that cannot be planned, keeps going past API errors and never logs
+container logs."""
 
 import copy
 import logging
