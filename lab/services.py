@@ -1,7 +1,8 @@
-"""Long-running lab processes (real vLLM, Prometheus, node-exporter, PostgreSQL, Redis, gateway, and the SIMULATED
-DCGM exporter): started detached once, reused.
+"""Long-running lab processes, started detached once and reused: the stand-in Hugging Face hub (SIMULATION of the
+internet) that lab/hosts.yml serves the lab's pods from. The tests start their own real processes (lab.datastores,
+lab.engine, the gateway fixtures) per session.
 
-    python -m lab.services ensure vllm --port 18800      # prints {"status": "started"|"running", "url": ...}
+    python -m lab.services ensure hub --port 18900 --root DIR   # prints {"status": "started"|"running", "url": ...}
     python -m lab.services stop-all
 State (pid, port, log) lives in $TF_LAB_ROOT/<cluster>-services/<name>.json; a service is restarted only when
 its command or configuration (fingerprint) changed or it stopped answering.
@@ -15,7 +16,6 @@ import http.client
 import json
 import os
 import pathlib
-import re
 import signal
 import socket
 import subprocess
@@ -25,12 +25,8 @@ import time
 import urllib.error
 import urllib.request
 
-import yaml
 
-from lab.datastores import PostgresServer, RedisServer
-from lab.engine import install
-from lab.engine.vllm import ENGINE_ENV, VllmServer
-from lab.paths import GATEWAY_DIR, REPO_ROOT, lab_root
+from lab.paths import REPO_ROOT, lab_root
 from lab.processes import log_tail
 from lab.wait import ProcessDied, wait_until
 
@@ -70,52 +66,6 @@ def http_ready(url):
     return check
 
 
-def quietly(check):
-    def wrapped():
-        try:
-            return check()
-        except (subprocess.SubprocessError, OSError):
-            return False
-
-    return wrapped
-
-
-def vllm_launch(port, args):
-    server = VllmServer(model_dir=install.tiny_model_dir(), served_name=args.served_name, port=port)
-    argv = server.command(install.vllm_python())
-    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/health"), argv, env=dict(ENGINE_ENV))
-
-
-def prometheus_launch(port, args):
-    config = pathlib.Path(args.config).resolve()
-    argv = [
-        str(pathlib.Path(args.bin_dir) / "prometheus"),
-        f"--config.file={config}",
-        f"--storage.tsdb.path={state_dir(args.cluster) / 'prometheus-data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--web.enable-lifecycle",
-    ]
-    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/-/ready"), [*argv, digest(config)])
-
-
-def node_exporter_launch(port, args):
-    # This machine's real memory and CPU; the lab labels it as the simulated GB10 node (unified memory).
-    argv = [
-        str(pathlib.Path(args.bin_dir) / "node_exporter"),
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--collector.disable-defaults",
-        "--collector.meminfo",
-        "--collector.loadavg",
-        "--collector.cpu",
-    ]
-    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/metrics"), argv)
-
-
-def dcgm_exporter_launch(port, args):
-    argv = [sys.executable, "-m", "lab.simulated_dcgm_exporter", "--port", str(port), "--file", str(args.file)]
-    return Launch(argv, http_ready(f"http://127.0.0.1:{port}/metrics"), argv, env={"PYTHONPATH": str(REPO_ROOT)})
-
-
 def hub_launch(port, args):
     # SIMULATION of the public internet: the stand-in Hugging Face hub, on an address the lab's pods reach.
     host = args.host or "127.0.0.1"
@@ -125,47 +75,7 @@ def hub_launch(port, args):
     return Launch(argv, http_ready(f"http://{host}:{port}/health"), fingerprint, env={"PYTHONPATH": str(REPO_ROOT)})
 
 
-def postgres_server(port, args):
-    return PostgresServer(directory=state_dir(args.cluster) / "postgres", port=port)
-
-
-def postgres_launch(port, args):
-    server = postgres_server(port, args)
-    argv, as_user = server.initdb()
-    ready = quietly(server.ready)
-    # SIGINT = "fast" shutdown: does not wait for the gateway's pooled connections to leave.
-    return Launch(argv, ready, argv, popen=as_user, stop_signal=signal.SIGINT, scheme="postgresql")
-
-
-def redis_launch(port, args):
-    server = RedisServer(directory=state_dir(args.cluster) / "redis", port=port)
-    argv = server.command()
-    return Launch(argv, quietly(server.ready), argv, scheme="redis")
-
-
-def gateway_launch(port, args):
-    config = pathlib.Path(args.config).resolve()
-    argv = [sys.executable, "-m", "tokenfactory_gateway", "--config", str(config)]
-    package = GATEWAY_DIR / "tokenfactory_gateway"
-    sources = [*sorted(package.glob("*.py")), package / "domain.json"]
-    # Restarted when its configuration, its credentials or its code change.
-    fingerprint = [*argv, port, digest(config, *args.secret_file), digest(*sources)]
-    # Probes are on the internal listener (admin API, metrics, /ready), not on the public port.
-    internal = yaml.safe_load(config.read_text()).get("internal_listen") or "127.0.0.1:8081"
-    ready = http_ready(f"http://127.0.0.1:{internal.rsplit(':', 1)[1]}/ready")
-    return Launch(argv, ready, fingerprint, env={"PYTHONPATH": str(GATEWAY_DIR)})
-
-
-SERVICES = {
-    "dcgm-exporter": dcgm_exporter_launch,
-    "gateway": gateway_launch,
-    "hub": hub_launch,
-    "node-exporter": node_exporter_launch,
-    "postgres": postgres_launch,
-    "prometheus": prometheus_launch,
-    "redis": redis_launch,
-    "vllm": vllm_launch,
-}
+SERVICES = {"hub": hub_launch}
 
 
 def alive(pid):
@@ -229,26 +139,6 @@ def ensure(name, port, args):
     return "started", state
 
 
-def sql_name(value):
-    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", value):
-        raise argparse.ArgumentTypeError(f"{value!r}: use lower-case letters, digits and _ (a PostgreSQL name)")
-    return value
-
-
-def ensure_database(port, args):
-    """The gateway's role and database in the lab PostgreSQL (trust auth on loopback); True when created."""
-    server = postgres_server(port, args)
-    user, database = args.user, args.database  # checked by sql_name: safe to place in SQL
-    created = False
-    if server.psql("postgres", f"SELECT 1 FROM pg_roles WHERE rolname = '{user}'") != "1":  # noqa: S608
-        server.psql("postgres", f"CREATE ROLE {user} LOGIN")
-        created = True
-    if server.psql("postgres", f"SELECT 1 FROM pg_database WHERE datname = '{database}'") != "1":  # noqa: S608
-        server.psql("postgres", f"CREATE DATABASE {database} OWNER {user}")
-        created = True
-    return created
-
-
 def stop(path):
     state = json.loads(path.read_text())
     for sig in (state.get("stop_signal", signal.SIGTERM), signal.SIGKILL):
@@ -270,26 +160,15 @@ def main(argv=None):
     parser.add_argument("--cluster", default="tf-lab")
     parser.add_argument("--port", type=int)
     parser.add_argument("--timeout", type=float, default=300)
-    parser.add_argument("--served-name", default="tiny-qwen2")
-    parser.add_argument("--config", help="prometheus, gateway: configuration file")
-    parser.add_argument("--bin-dir", help="prometheus, node-exporter: directory with the binaries")
-    parser.add_argument("--file", help="dcgm-exporter: DCGM exposition text to serve (re-read on every scrape)")
     parser.add_argument("--root", help="hub: directory of <org>/<name> model repositories")
     parser.add_argument("--host", help="hub: address to listen on (default 127.0.0.1)")
-    parser.add_argument("--secret-file", action="append", default=[], help="gateway: credential file it reads")
-    parser.add_argument("--database", type=sql_name, default="tokenfactory", help="postgres: database to create")
-    parser.add_argument("--user", type=sql_name, default="tokenfactory", help="postgres: owner role to create")
     args = parser.parse_args(argv)
     if args.action == "stop-all":
-        # The gateway first: it holds connections to PostgreSQL and Redis.
-        order = {"gateway": 0}
-        paths = sorted(state_dir(args.cluster).glob("*.json"), key=lambda p: (order.get(p.stem, 1), p.stem))
+        paths = sorted(state_dir(args.cluster).glob("*.json"))
         stopped = [p.stem for p in paths if stop(p) is None]
         print(json.dumps({"stopped": stopped}))
         return 0
     status, state = ensure(args.name, args.port, args)
-    if args.name == "postgres" and ensure_database(args.port, args):
-        status = "started" if status == "started" else "changed"
     print(json.dumps({"status": status, "url": state["url"], "log": state["log"], "pid": state["pid"]}))
     return 0
 

@@ -335,29 +335,15 @@ progress:
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import K8sError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.progress import progress_line
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.waiter import RolloutFailed
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import FAILED, READY
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import (
     deployment_spec,
     service_name,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import (
-    engine_of,
-    possible_children,
-    render,
-)
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
-    COMPUTE_CLUSTER,
-    ENDPOINT,
-    MODEL,
-    MODEL_DEPLOYMENT,
-    PROVIDER,
-    tf_object,
-)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment_apply import DeploymentApply
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import MODEL_DEPLOYMENT, tf_object
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.module import TokenFactoryModule
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.options import kind_options
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.references import reference, require_crd
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.runner import run_object
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import deployment_status
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.watch import subject
@@ -371,87 +357,35 @@ ARG_SPEC = {
 
 
 class Deployer:
-    """state=present: references, plan (once), dry runs of everything, writes, status; waits when asked."""
+    """state=present: the plan and writes of deployment_apply (shared with the keeper), status; waits when asked."""
 
     def __init__(self, tfm, name, namespace):
         self.tfm, self.client, self.params = tfm, tfm.client, tfm.params
         self.name, self.namespace = name, namespace
-
-    def references(self, spec):
-        model = reference(self.client, MODEL, "model", spec["model"], self.namespace)
-        provider = self.client.get(PROVIDER, model["spec"]["provider"], self.namespace)
-        if provider is None:
-            raise ValidationError(
-                "model", f"Model {spec['model']} refers to Provider {model['spec']['provider']!r}, which does not exist"
-            )
-        endpoint = reference(self.client, ENDPOINT, "endpoint", spec["endpoint"], self.namespace)
-        cluster_name = endpoint["spec"]["computeCluster"]
-        cluster = self.client.get(COMPUTE_CLUSTER, cluster_name, self.namespace)
-        if cluster is None or "status" not in cluster:
-            raise ValidationError(
-                "endpoint", f"Endpoint {spec['endpoint']} uses ComputeCluster {cluster_name!r}, which is not registered"
-            )
-        return model, provider, endpoint, cluster
-
-    def other_deployments(self):
-        return [
-            md
-            for md in self.client.list(MODEL_DEPLOYMENT)
-            if (md["metadata"]["namespace"], md["metadata"]["name"]) != (self.namespace, self.name)
-            and not md["metadata"].get("deletionTimestamp")
-        ]
-
-    def stale_children(self, current, plan):
-        """Children this deployment owned before but no longer has (engine switched, HPA removed...)."""
-        if current is None:
-            return []
-        stale = []
-        for rtype, child_name in possible_children(self.name):
-            if f"{rtype.kind}/{child_name}" in plan["children"]:
-                continue
-            try:
-                child = self.client.get(rtype, child_name, self.namespace)
-            except K8sError:  # the engine's CRD is not installed: nothing of that kind exists
-                child = None
-            owners = (child or {}).get("metadata", {}).get("ownerReferences", [])
-            if any(o.get("uid") == current["metadata"]["uid"] for o in owners):
-                stale.append((rtype, child_name))
-        return stale
+        self.apply = DeploymentApply(tfm.client, tfm.objects, name, namespace)
 
     def present(self):
         tfm, params, objects = self.tfm, self.params, self.tfm.objects
         spec = deployment_spec(params)
-        required = engine_of(spec).REQUIRED_CRD
-        if required:
-            require_crd(self.client, required["plural"], required["group"], required["purpose"])
-        model, provider, endpoint, cluster = self.references(spec)
-        plan = plan_deployment(
-            spec,
-            model["spec"],
-            cluster,
-            self.other_deployments(),
-            params["on_insufficient_gpus"],
-            params["capacity_check"],
-            params["capacity_sequences"],
-            name=self.name,
-        )
         md = tf_object("ModelDeployment", self.name, self.namespace, spec)
+        policy = {
+            "onInsufficientGpus": params["on_insufficient_gpus"],
+            "capacityCheck": params["capacity_check"],
+            "capacitySequences": params["capacity_sequences"],
+        }
         # Plan everything with server-side dry runs before the first write: nothing half-created.
+        refs, plan = self.apply.plan(spec, policy, generation=None)
+        _model, _provider, endpoint, cluster = refs
         current, planned = objects.plan(md)
-        children = render(planned, model["spec"], provider, plan)
-        child_plans = [objects.plan(child) for child in children]
-        stale = self.stale_children(current, plan)
+        plan["generation"] = planned["metadata"].get("generation", 1)  # what the write below leaves it at
+        planned_children = self.apply.dry_run_children(planned, refs, plan)
+        stale = self.apply.stale_children(current["metadata"]["uid"], plan) if current else []
         applied = objects.write(md, current, planned)
-        if applied["metadata"]["uid"] != planned["metadata"]["uid"]:
-            children = render(applied, model["spec"], provider, plan)
-        for child, (child_current, child_planned) in zip(children, child_plans, strict=True):
-            objects.write(child, child_current, child_planned)
-        for rtype, child_name in stale:
-            # Background: the stale child disappears now, the garbage collector removes what it owned.
-            objects.remove(rtype, child_name, self.namespace, propagation="Background")
-        status = deployment_status(self.client, applied, spec, plan, endpoint, cluster)
+        rerender = applied["metadata"]["uid"] != planned["metadata"]["uid"]
+        self.apply.write_children(applied, refs, plan, planned_children, stale, rerender)
+        status = deployment_status(self.client, applied, plan, endpoint, cluster)
         if params["wait"] and not tfm.check_mode and not plan["note"]:
-            status = self.wait_ready(applied, spec, plan, endpoint, cluster)
+            status = self.wait_ready(applied, plan, endpoint, cluster)
         stored = objects.write_status(applied, status)
         if params["wait"] and status["phase"] == FAILED:
             raise RolloutFailed(f"ModelDeployment {self.namespace}/{self.name} failed: {status['message']}")
@@ -466,11 +400,11 @@ class Deployer:
             "children": status["children"],
         }
 
-    def wait_ready(self, applied, spec, plan, endpoint, cluster):
+    def wait_ready(self, applied, plan, endpoint, cluster):
         latest = {}
 
         def check():
-            latest["status"] = deployment_status(self.client, applied, spec, plan, endpoint, cluster)
+            latest["status"] = deployment_status(self.client, applied, plan, endpoint, cluster)
             status = latest["status"]
             # Failed (a stuck pod, a rollout past its deadline) ends the wait at once: present() then fails.
             done = status if status["phase"] in (READY, FAILED) else None

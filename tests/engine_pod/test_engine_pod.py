@@ -195,7 +195,7 @@ def rendered(lab, namespace, name):
     model = lab.kube.get(kinds.MODEL, md["spec"]["model"], namespace)
     provider = lab.kube.get(kinds.PROVIDER, model["spec"]["provider"], namespace)
     cluster = lab.kube.get(kinds.COMPUTE_CLUSTER, "spark", namespace)
-    plan = plan_deployment(md["spec"], model["spec"], cluster, [], "fail", True, 1, name=name)
+    plan = plan_deployment(md["spec"], model["spec"], cluster, [], name=name)
     return render(md, model["spec"], provider, plan)
 
 

@@ -140,7 +140,7 @@ def test_model_deployment_lifecycle_status_and_cascade(tf_lab, tf_namespace):
     assert any("Ready" in message for message in created["progress"])
 
     stored = tf_lab.kube.get(kinds.MODEL_DEPLOYMENT, "qwen", namespace)
-    # The fields the gateway reads (INTERFACES.md), as stored in the cluster.
+    # The fields the gateway reads (docs/modules.md, CRD field names), as stored in the cluster.
     assert stored["spec"]["tenants"] == ["acme"]
     assert stored["spec"]["rateLimits"] == {"perKey": {"requestsPerMinute": 120}}
     assert stored["spec"]["pricing"] == {"currency": "USD", "inputPer1M": "0.15", "outputPer1M": "0.60"}

@@ -262,3 +262,64 @@ def test_the_gateway_stops_routing_a_crash_looping_deployment_once_the_keeper_wr
         finally:
             stop.set()
             loop.join(timeout=30)
+
+
+def kubectl_apply(tf_lab, md, **spec):
+    """A plain `kubectl apply` of the stored ModelDeployment with `spec` changed (not the module)."""
+    body = {
+        "apiVersion": md["apiVersion"],
+        "kind": md["kind"],
+        "metadata": {"name": md["metadata"]["name"], "namespace": md["metadata"]["namespace"]},
+        "spec": {**md["spec"], **spec},
+    }
+    subprocess.run([bins.kubectl(), f"--kubeconfig={tf_lab.kubeconfig}", "apply", "-f", "-"], input=json.dumps(body),
+                   text=True, check=True, capture_output=True)  # fmt: skip
+    return tf_lab.kube.get(MODEL_DEPLOYMENT, md["metadata"]["name"], md["metadata"]["namespace"])
+
+
+def spec_manager(obj):
+    """The field managers of obj's spec (server-side apply's managedFields)."""
+    return {m["manager"] for m in obj["metadata"]["managedFields"] if "f:spec" in (m.get("fieldsV1") or {})}
+
+
+def test_the_keeper_applies_a_spec_changed_by_kubectl_refuses_one_that_does_not_fit_and_the_module_agrees(
+    tf_lab, tf_namespace, keeper_client
+):
+    namespace, admin = tf_namespace, tf_lab.kube
+    options = {"name": "qwen", "namespace": namespace, "model": "qwen", "endpoint": "public", "gpu_type": "NVIDIA-GB10"}
+    deployed = tf_lab.ok("model_deployment", **options)
+    assert deployed["status"]["plan"]["generation"] == deployed["model_deployment"]["metadata"]["generation"] == 1
+    keeper = Keeper(keeper_client, namespace)
+
+    # A new engine argument, applied with kubectl: the keeper plans it and rolls the Deployment, as the module would.
+    changed = kubectl_apply(tf_lab, deployed["model_deployment"], extraArgs=["--max-num-seqs=8"])
+    assert changed["metadata"]["generation"] == 2
+    assert keeper.run_pass()["written"] == 1
+    workload = admin.get(DEPLOYMENT, "qwen", namespace)
+    assert workload["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "--max-num-seqs=8"
+    assert spec_manager(workload) == {MANAGED_BY}, "the keeper applies children as the module: one field manager"
+    status = admin.get(MODEL_DEPLOYMENT, "qwen", namespace)["status"]
+    assert status["plan"]["generation"] == status["observedGeneration"] == 2 and "refused" not in status
+    available(admin, namespace, "qwen", 1)
+    wait_until(lambda: keeper.run_pass()["written"] == 0, 60, "the keeper to settle", interval=0.3)
+    assert admin.get(MODEL_DEPLOYMENT, "qwen", namespace)["status"]["phase"] == "Ready"
+
+    # More GPUs than the one GB10 has: refused in status with the reason; the running Deployment is not touched.
+    before = admin.get(DEPLOYMENT, "qwen", namespace)["metadata"]["resourceVersion"]
+    kubectl_apply(tf_lab, changed, replicas=2)
+    assert keeper.run_pass()["written"] == 1
+    status = admin.get(MODEL_DEPLOYMENT, "qwen", namespace)["status"]
+    assert status["refused"]["generation"] == 3 and status["plan"]["generation"] == 2, status
+    assert "needs 2 x NVIDIA-GB10 but the compute cluster has 1 allocatable" in status["refused"]["reason"]
+    assert status["plan"]["replicas"] == status["replicas"] == 1
+    assert admin.get(DEPLOYMENT, "qwen", namespace)["metadata"]["resourceVersion"] == before
+    assert keeper.run_pass()["written"] == 0, "a refusal is written once"
+
+    # Back to one replica: planned again; then the module, run with the same spec, changes nothing.
+    kubectl_apply(tf_lab, changed, replicas=1)
+    assert keeper.run_pass()["written"] == 1
+    kept = admin.get(MODEL_DEPLOYMENT, "qwen", namespace)
+    assert kept["status"]["plan"]["generation"] == kept["metadata"]["generation"] and "refused" not in kept["status"]
+    again = tf_lab.ok("model_deployment", **options, extra_args=["--max-num-seqs=8"])
+    assert again["changed"] is False, again.get("diff")
+    assert admin.get(DEPLOYMENT, "qwen", namespace)["metadata"]["resourceVersion"] == before

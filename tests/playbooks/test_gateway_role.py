@@ -102,7 +102,8 @@ def test_the_ledger_keeps_its_data_on_a_claim_or_on_a_node_directory(tmp_path):
 
 
 def test_the_status_keeper_runs_the_collection_module_from_the_gateway_image_with_its_own_account(tmp_path):
-    """Its own ServiceAccount and ClusterRole (least privilege: status subresources only, no Secrets); it runs the
+    """Its own ServiceAccount and ClusterRole (least privilege: of the Token Factory kinds the status subresources only,
+    besides them the engines' child kinds it applies as the module does, no Secrets); it runs the
     collection's keeper module (in the image: scripts/build-service-images adds the module_utils)."""
     objects = rendered(tmp_path, gateway_status_keeper_interval=7)
     name = "tokenfactory-gateway-status-keeper"
@@ -119,7 +120,11 @@ def test_the_status_keeper_runs_the_collection_module_from_the_gateway_image_wit
     assert container["env"] == [{"name": "TF_STATUS_KEEPER_INTERVAL", "value": "7"}]
     rules = objects[("ClusterRole", name)]["rules"]
     writes = [(r["apiGroups"], r["resources"]) for r in rules if set(r["verbs"]) - {"get", "list"}]
-    assert writes == [(["tokenfactory.io"], ["modeldeployments/status", "endpoints/status"])]
+    assert writes[0] == (["tokenfactory.io"], ["modeldeployments/status", "endpoints/status"])
+    children = {
+        (rtype.api_version.rpartition("/")[0], rtype.plural) for e in ENGINES.values() for rtype in e.CHILD_TYPES
+    }
+    assert {(group, plural) for groups, plurals in writes[1:] for group in groups for plural in plurals} == children
     assert all(r["verbs"] == ["patch"] for r in rules if any("/status" in x for x in r["resources"]))
     assert not [r for r in rules if "secrets" in r["resources"] or "*" in r["resources"] + r["verbs"]]
     for engine in ENGINES.values():  # an operator-run engine's object is read for its phase

@@ -18,7 +18,7 @@ from tests.playbooks.ansible_run import ROOT, run_playbook
 INVENTORY = ROOT / "tests/playbooks/inventories/x86-h100"
 SETTINGS = ROOT / "roles/settings"
 PLAYBOOKS = ("serve.yml", "tenants.yml", "validate.yml")
-# Cluster connection settings: the inventory's cluster.yml (docs/inventories.md), shared with cluster.yml's roles.
+# Cluster connection settings: the inventory's cluster.yml (docs/playbooks.md), shared with cluster.yml's roles.
 CLUSTER_SETTINGS = {"tf_kubeconfig", "tf_kube_context", "tf_cluster_name"}
 
 

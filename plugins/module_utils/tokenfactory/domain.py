@@ -106,15 +106,6 @@ FORMATS = {
 PER_MINUTE_MAX = 1_000_000_000
 UNLIMITED = 0
 LIMIT_FIELDS = {"requests_per_minute": "requestsPerMinute", "tokens_per_minute": "tokensPerMinute"}
-# The buckets a request draws from, with distinct names: a tenant's and a key's own limits (admin API,
-# all models), and the three a ModelDeployment sets (spec.rateLimits: option -> field).
-LIMIT_BUCKETS = {
-    "tenant": "a tenant's own limits, over all its keys and models (module tenant, option limits)",
-    "key": "an API key's own limits, over all models (module api_key, option limits)",
-    "key_on_deployment": "each API key, on this deployment (model_deployment rate_limits.per_key)",
-    "tenant_on_deployment": "each tenant, on this deployment (model_deployment rate_limits.per_tenant)",
-    "deployment": "the whole deployment, all tenants together (model_deployment rate_limits.per_deployment)",
-}
 DEPLOYMENT_LIMIT_SCOPES = {
     "per_key": {"field": "perKey", "bucket": "key_on_deployment"},
     "per_tenant": {"field": "perTenant", "bucket": "tenant_on_deployment"},

@@ -121,7 +121,3 @@ def inventory(nodes):
             "memoryBytes": sum(e["memoryBytes"] for e in entries),
         },
     }
-
-
-def fabric_nodes(group, nodes, fabric):
-    return [n["name"] for n in nodes if n.get("gpuProduct") == group["product"] and n.get("fabric") == fabric]

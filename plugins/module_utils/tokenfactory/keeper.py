@@ -1,16 +1,24 @@
 # -*- coding: utf-8 -*-
 # Copyright: tokenfactory.spark contributors
 # Apache License 2.0 (see LICENSE)
-"""The status keeper: keeps ModelDeployment and Endpoint `status` current between module runs.
+"""The keeper: reconciles ModelDeployments and keeps ModelDeployment and Endpoint `status` current between module runs.
 
-Every interval it lists both kinds, recomputes each object's status with the functions the modules use
-(status.py) and writes it only when it differs from the stored one: a deployment whose engine pod starts
-crash-looping after it was Ready turns Failed, and the gateway stops routing to it, without a module run.
+Every interval it lists both kinds. A ModelDeployment whose spec generation is newer than its plan (status.plan,
+planner.stored_plan), for example after a `kubectl apply` of a new replica count or engine argument, is planned and
+its children applied by the module's own path (deployment_apply.DeploymentApply: the same references, plan, dry runs
+and server-side apply with the collection's field manager, domain.MANAGED_BY, with the capacity options the last
+plan was made with). A spec that cannot be planned (more GPUs than exist, a missing reference) writes nothing but
+status: the old plan and its running pods stay, and status.refused names the generation and the reason.
 
-A write is a server-side apply of .status by the collection's field manager (as the modules write it) that names the
-resourceVersion it was computed from: when a module (or another keeper) changed the object meanwhile, the write
-fails with 409 and the object is looked at again on the next pass. A ModelDeployment whose spec changed since the
-module last ran is left alone (only the module plans; stored_plan).
+Then it recomputes each object's status with the functions the modules use (status.py) and writes it only when it
+differs from the stored one: a deployment whose engine pod starts crash-looping after it was Ready turns Failed, and
+the gateway stops routing to it, without a module run.
+
+A status write is a server-side apply of .status by the collection's field manager (as the modules write it) that
+names the resourceVersion it was computed from: when a module (or another keeper) changed the object meanwhile, the
+write fails with 409 and the object is looked at again on the next pass. The module and the keeper share that one
+field manager and one code path, so they never fight: a module run on a spec the keeper already applied changes
+nothing.
 
 Run in the cluster by the gateway role (gateway_status_keeper), from the gateway image:
     python -m ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.keeper --interval 10
@@ -27,16 +35,20 @@ import signal
 import threading
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import K8sError, KubeClient
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import MANAGED_BY
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.capacity import CapacityError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment_apply import DeploymentApply
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import MANAGED_BY, PENDING
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import (
     COMPUTE_CLUSTER,
     ENDPOINT,
     MODEL_DEPLOYMENT,
 )
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.objects import ObjectService
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import is_current, stored_plan
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import (
     deployment_status,
     endpoint_status,
-    stored_plan,
 )
 
 DEFAULT_INTERVAL = 10.0
@@ -52,13 +64,26 @@ def describe(rtype, obj):
 
 def summary(status):
     """'<phase>, <ready>: <message>' of a status for the log, without the container's log lines."""
-    ready = (
-        f"{status['readyReplicas']}/{status['replicas']} ready"
-        if "readyReplicas" in status
-        else f"{status.get('gatewayReadyPods', 0)} gateway pod(s) ready"
-    )
+    if "readyReplicas" in status:
+        ready = f"{status['readyReplicas']}/{status['replicas']} ready"
+    elif "gatewayReadyPods" in status:
+        ready = f"{status['gatewayReadyPods']} gateway pod(s) ready"
+    else:
+        ready = "not planned"
     message = (status.get("message") or "").split(LOG_LINES_MARK, 1)[0]
     return f"{status.get('phase', 'no phase')}, {ready}: {message}"
+
+
+class KeeperRun:
+    """What objects.ObjectService needs of a module run, for the keeper: its client, no check mode, the changes."""
+
+    check_mode = False
+
+    def __init__(self, client):
+        self.client, self.changes = client, []
+
+    def record(self, header, before, after):
+        self.changes.append(header)
 
 
 class Keeper:
@@ -122,19 +147,49 @@ class Keeper:
         self.client.apply(body, subresource="status", conflict=False)
 
     def deployment(self, md):
-        """(status, None) as model_deployment computes it, or (None, why not)."""
-        plan = stored_plan(md)
-        if plan is None:
-            return None, "no status of model_deployment for its current spec (generation) yet; run the module"
+        """(status, None) as model_deployment computes it, or (None, why not); plans and applies the children
+        first when the spec is newer than the plan."""
+        plan, refused = stored_plan(md), None
+        if not is_current(md):
+            plan, refused = self.reconcile(md, plan)
+            if plan is None:
+                return refused_unplanned(md, refused), None
         namespace = md["metadata"]["namespace"]
         endpoint = self.client.get(ENDPOINT, md["spec"]["endpoint"], namespace)
         cluster = self.client.get(COMPUTE_CLUSTER, md["status"]["computeCluster"], namespace)
         if endpoint is None or cluster is None or "status" not in cluster:
             return None, f"its Endpoint {md['spec']['endpoint']} or ComputeCluster is missing"
-        return deployment_status(self.client, md, md["spec"], plan, endpoint, cluster), None
+        return deployment_status(self.client, md, plan, endpoint, cluster, refused), None
+
+    def reconcile(self, md, stored):
+        """(plan, None) once md's current spec is planned and its children applied (the module's path), or
+        (stored, refused) when it cannot be: nothing written, the old plan stays."""
+        meta = md["metadata"]
+        what, generation = describe(MODEL_DEPLOYMENT, md), meta.get("generation", 1)
+        run = KeeperRun(self.client)
+        apply = DeploymentApply(self.client, ObjectService(run), meta["name"], meta["namespace"])
+        try:
+            _refs, plan = apply.reconcile(md, (stored or {}).get("policy"))
+        except (ValidationError, CapacityError) as exc:
+            refused = {"generation": generation, "field": getattr(exc, "field", "capacity"), "reason": str(exc)}
+            if (md.get("status") or {}).get("refused") != refused:
+                self.log.warning("%s: generation %s not applied: %s", what, generation, exc)
+            return stored, refused
+        self.log.info("%s: generation %s planned; applied %s", what, generation, ", ".join(run.changes) or "nothing")
+        return plan, None
 
     def endpoint(self, endpoint):
         return endpoint_status(self.client, endpoint["spec"]), None
+
+
+def refused_unplanned(md, refused):
+    """The status of a ModelDeployment never planned whose spec cannot be planned: Pending, and why."""
+    return {
+        "phase": PENDING,
+        "message": f"spec generation {refused['generation']} not applied: {refused['reason']}",
+        "refused": refused,
+        "observedGeneration": md["metadata"].get("generation", 1),
+    }
 
 
 def run(keeper, interval, stop, passes=None):

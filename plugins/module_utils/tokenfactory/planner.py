@@ -1,8 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: tokenfactory.spark contributors
 # Apache License 2.0 (see LICENSE)
-"""The plan of a ModelDeployment, decided once before anything is written: GPU group, placement, sizing, capacity,
-and (from its engine) the workload and child names. Rendering, observing and the module read it; none re-decides."""
+"""The plan of a ModelDeployment, decided once before anything is written: GPU group, placement, replicas, sizing,
+capacity, and (from its engine) the workload and child names.
+
+The plan is one JSON object (PLAN_KEYS), persisted whole as `status.plan` with the spec generation it was made from
+(`generation`). The module, the keeper (keeper.py), status.py and every engine read it; none re-decides a fact of it:
+gpus_per_replica goes option -> spec.gpusPerReplica -> plan (gpusPerReplica, gpusPerPod, nodesPerReplica) -> pod."""
 
 from __future__ import annotations
 
@@ -29,14 +33,61 @@ def gpu_group(spec, cluster):
     return groups[spec["gpuType"]]
 
 
+# The facts of a plan, each decided here once; `generation` is the spec generation it was made from.
+PLAN_KEYS = (
+    "generation",
+    "engine",
+    "gpuType",
+    "gpusPerReplica",
+    "gpusPerPod",
+    "nodesPerReplica",
+    "replicas",
+    "unifiedMemory",
+    "arch",
+    "servedName",
+    "contextLength",
+    "gpuMemoryUtilization",
+    "capacity",
+    "note",
+    "policy",
+    "workload",
+    "children",
+    "service",
+)
+# The module options that are not in the spec but decide the plan (the keeper replans with the stored ones).
+DEFAULT_POLICY = {"onInsufficientGpus": "fail", "capacityCheck": True, "capacitySequences": 1}
+
+
+def desired_replicas(spec):
+    """The replicas a deployment asks for: the autoscaling minimum when it autoscales, else spec.replicas."""
+    return spec["autoscaling"]["minReplicas"] if "autoscaling" in spec else spec["replicas"]
+
+
 def claimed_gpus(md):
-    spec = md.get("spec", {})
-    replicas = spec.get("autoscaling", {}).get("minReplicas", spec.get("replicas", 0))
-    return replicas * spec.get("gpusPerReplica", 0)
+    """GPUs another ModelDeployment holds: from its persisted plan, else (never planned) from its spec."""
+    plan = (md.get("status") or {}).get("plan")
+    if plan:
+        return plan["replicas"] * plan["gpusPerReplica"]
+    return desired_replicas(md["spec"]) * md["spec"]["gpusPerReplica"]
 
 
-def plan_deployment(spec, model_spec, cluster, others, on_insufficient_gpus, capacity_check=True, sequences=1, *, name):
-    """Placement and sizing decisions, each failing with an explanation before anything is written."""
+def stored_plan(md):
+    """The plan persisted in md's status (status.plan, with the generation it was made from), or None."""
+    plan = (md.get("status") or {}).get("plan")
+    return plan if plan and all(key in plan for key in PLAN_KEYS) else None
+
+
+def is_current(md):
+    """Whether md's persisted plan was made from its current spec generation."""
+    plan = stored_plan(md)
+    return plan is not None and plan["generation"] == md["metadata"].get("generation", 1)
+
+
+def plan_deployment(spec, model_spec, cluster, others, policy=None, *, name, generation=1):
+    """Placement and sizing decisions, each failing with an explanation before anything is written; policy is
+    DEFAULT_POLICY's keys (the module's capacity options), generation the spec generation it is made for."""
+    policy = {**DEFAULT_POLICY, **(policy or {})}
+    sequences = policy["capacitySequences"]
     engine = engine_of(spec)
     group = gpu_group(spec, cluster)
     architecture = model_spec["architecture"]
@@ -53,7 +104,14 @@ def plan_deployment(spec, model_spec, cluster, others, on_insufficient_gpus, cap
     utilization = resolve_utilization(spec.get("gpuMemoryUtilization"), group["unifiedMemory"], group["product"])
     needs = estimate(architecture, context, sequences, gpus, spec.get("kvCacheDtype", "auto"))
     plan = {
-        "gpuGroup": group,
+        "generation": generation,
+        "engine": engine.NAME,
+        "gpuType": group["product"],
+        "gpusPerReplica": gpus,
+        "replicas": desired_replicas(spec),
+        "unifiedMemory": group["unifiedMemory"],
+        "arch": group.get("arch", "arm64"),
+        "policy": policy,
         "servedName": model_spec["servedName"],
         "contextLength": context,
         "gpuMemoryUtilization": utilization,
@@ -62,7 +120,7 @@ def plan_deployment(spec, model_spec, cluster, others, on_insufficient_gpus, cap
         "capacity": dict(needs),
         "note": "",
     }
-    if capacity_check:
+    if policy["capacityCheck"]:
         memory = group.get("memoryBytesPerGPU")
         if not memory:
             raise ValidationError(
@@ -74,9 +132,11 @@ def plan_deployment(spec, model_spec, cluster, others, on_insufficient_gpus, cap
             needs, memory, utilization, group["product"], group["unifiedMemory"], context, sequences, gpus
         )
         plan["capacity"]["usableBytesPerGPU"] = usable
-        wanted = claimed_gpus({"spec": spec})
+        wanted = plan["replicas"] * gpus
         committed = sum(claimed_gpus(o) for o in others if o["spec"].get("gpuType") == group["product"])
-        plan["note"] = check_gpu_supply(group["product"], wanted, group["allocatable"], committed, on_insufficient_gpus)
+        plan["note"] = check_gpu_supply(
+            group["product"], wanted, group["allocatable"], committed, policy["onInsufficientGpus"]
+        )
     plan.update(engine.layout(spec, plan, name))
     return plan
 

@@ -3,41 +3,37 @@
 # Apache License 2.0 (see LICENSE)
 """The `status` of ModelDeployments and Endpoints, computed in one place.
 
-The model_deployment and endpoint modules write it when they run; the status keeper (keeper.py) recomputes it
-between runs with these same functions, so both write the same status from the same cluster state. The keeper does
-not plan: it reads the plan the module decided back from the status the module wrote (stored_plan).
+The model_deployment and endpoint modules write it when they run; the keeper (keeper.py) recomputes it between runs
+with these same functions, so both write the same status from the same cluster state. A ModelDeployment's plan is
+stored whole in status.plan (planner.PLAN_KEYS, with the spec generation it was made from); the other keys report
+what the cluster shows now and the plan's facts the gateway and the info modules read, all taken from that plan.
 """
 
 from __future__ import annotations
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import ENDPOINT_SLICE, SERVICE
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import PENDING, READY
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import engine_of, upstream_url
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import (
+    ENGINES,
+    engine_of,
+    upstream_url,
+)
 
-# What stored_plan reads back from a ModelDeployment's status (and its placement).
-PLANNED = ("servedModelName", "contextLength", "gpuMemoryUtilization", "capacity", "placement")
-PLACED = ("gpusPerPod", "nodesPerReplica", "unifiedMemory")
 
-
-def deployment_status(client, md, spec, plan, endpoint, cluster):
-    """The status of ModelDeployment md (its spec, the plan decided for it, its Endpoint and ComputeCluster): what
-    its engine's workload and pods report now (phase, message, ready replicas, nodes) and the plan's facts."""
-    seen = engine_of(spec).observe(client, md, plan)
+def deployment_status(client, md, plan, endpoint, cluster, refused=None):
+    """The status of ModelDeployment md (the plan decided for it, its Endpoint and ComputeCluster): what its
+    engine's workload and pods report now (phase, message, ready replicas, nodes) and the plan, stored whole.
+    refused: {generation, field, reason} of a newer spec the keeper could not plan (the plan stays the old one)."""
+    seen = ENGINES[plan["engine"]].observe(client, md, plan)
     phase, message, nodes = seen["phase"], seen["message"], seen["nodes"]
     if plan["note"] and phase != READY:
         message = plan["note"] if phase != PENDING else message
     fabrics = sorted({n.get("fabric") for n in cluster["status"]["nodes"] if n["name"] in nodes and n.get("fabric")})
-    placement = {
-        "gpuType": spec["gpuType"],
-        "gpusPerReplica": spec["gpusPerReplica"],
-        "gpusPerPod": plan["gpusPerPod"],
-        "nodesPerReplica": plan["nodesPerReplica"],
-        "unifiedMemory": plan["gpuGroup"]["unifiedMemory"],
-        "nodes": nodes,
-    }
+    placement = {key: plan[key] for key in ("gpuType", "gpusPerReplica", "gpusPerPod", "nodesPerReplica")}
+    placement.update({"unifiedMemory": plan["unifiedMemory"], "nodes": nodes})
     if fabrics:
         placement["fabric"] = fabrics[0]
-    return {
+    status = {
         "phase": phase,
         "message": message,
         "servedModelName": plan["servedName"],
@@ -46,46 +42,25 @@ def deployment_status(client, md, spec, plan, endpoint, cluster):
         "computeCluster": cluster["metadata"]["name"],
         "contextLength": plan["contextLength"],
         "gpuMemoryUtilization": plan["gpuMemoryUtilization"],
-        "replicas": spec["autoscaling"]["minReplicas"] if "autoscaling" in spec else spec["replicas"],
+        "replicas": plan["replicas"],
         "readyReplicas": seen["readyReplicas"],
         "placement": placement,
         "capacity": plan["capacity"],
         "children": plan["children"],
         "observedGeneration": md["metadata"].get("generation", 1),
+        "plan": plan,
     }
+    if refused:
+        status["refused"] = refused
+    return status
 
 
 def layout_plan(md):
-    """The part of the plan that names the workload: from the stored spec and status.placement.nodesPerReplica."""
-    spec, status = md["spec"], md.get("status") or {}
-    plan = {"nodesPerReplica": (status.get("placement") or {}).get("nodesPerReplica", 1), "note": ""}
+    """The plan of a ModelDeployment never planned (no status.plan): its engine's layout of one node per replica,
+    enough to find and observe the workload (rollout_info)."""
+    spec = md["spec"]
+    plan = {"nodesPerReplica": 1, "note": "", "replicas": spec.get("replicas", 1)}
     plan.update(engine_of(spec).layout(spec, plan, md["metadata"]["name"]))
-    return plan
-
-
-def stored_plan(md):
-    """The plan the module decided for md's current spec, as the status it wrote records it; None when there is
-    none to read (no status yet, or the spec changed since the module last ran: only the module plans).
-
-    The planner's queue note is not kept: between runs a queued deployment's pods say why it waits (the scheduler's
-    message) and it becomes Ready once they run."""
-    status = md.get("status") or {}
-    placement = status.get("placement") or {}
-    if status.get("observedGeneration") != md["metadata"].get("generation", 1):
-        return None
-    if any(key not in status for key in PLANNED) or any(key not in placement for key in PLACED):
-        return None
-    plan = layout_plan(md)
-    plan.update(
-        {
-            "servedName": status["servedModelName"],
-            "contextLength": status["contextLength"],
-            "gpuMemoryUtilization": status["gpuMemoryUtilization"],
-            "gpusPerPod": placement["gpusPerPod"],
-            "gpuGroup": {"unifiedMemory": placement["unifiedMemory"]},
-            "capacity": status["capacity"],
-        }
-    )
     return plan
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.progress import last_event, progress_line
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import engine_of
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.pods import pods_of
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import stored_plan
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import layout_plan
 
 
@@ -19,17 +20,14 @@ def subject(md):
     return f"ModelDeployment {md['metadata']['namespace']}/{md['metadata']['name']}"
 
 
-def desired_replicas(spec):
-    return spec["autoscaling"]["minReplicas"] if "autoscaling" in spec else spec.get("replicas", 1)
-
-
 def rollout_now(client, md):
     """{name, phase, readyReplicas, replicas, message, lastEvent, progressLine} of a stored ModelDeployment."""
     spec, name = md["spec"], md["metadata"]["name"]
-    seen = engine_of(spec).observe(client, md, layout_plan(md))
+    plan = stored_plan(md) or layout_plan(md)
+    seen = engine_of(spec).observe(client, md, plan)
     pods = [pod["metadata"]["name"] for pod in pods_of(client, md)]
     event = last_event(client, md["metadata"]["namespace"], [name, *pods])
-    desired = desired_replicas(spec)
+    desired = plan["replicas"]
     return {
         "name": name,
         "phase": seen["phase"],

@@ -49,12 +49,12 @@ def render(md, model, provider, plan):
                     },
                     "VllmWorker": {
                         "componentType": "worker",
-                        "replicas": spec["replicas"],
+                        "replicas": plan["replicas"],
                         "extraPodMetadata": {"labels": workload.labels(name, NAME)},
-                        "resources": {"limits": {"gpu": str(spec["gpusPerReplica"])}},
+                        "resources": {"limits": {"gpu": str(plan["gpusPerReplica"])}},
                         "envs": workload.provider_env(provider) + workload.user_env(spec),
                         "extraPodSpec": {
-                            "nodeSelector": {PRODUCT_LABEL: spec["gpuType"]},
+                            "nodeSelector": {PRODUCT_LABEL: plan["gpuType"]},
                             "mainContainer": {
                                 "image": image,
                                 "command": ["python3", "-m", "dynamo.vllm"],

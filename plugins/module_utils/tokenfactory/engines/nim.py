@@ -42,9 +42,9 @@ def render(md, model, provider, plan):
             # The operator copies these onto the pods: status and Prometheus find them by them.
             **workload.pod_metadata(name, NAME, METRICS_PATH),
             "authSecret": secret.get("name", f"{name}-ngc"),
-            "replicas": spec["replicas"],
-            "resources": {"limits": {GPU_RESOURCE: str(spec["gpusPerReplica"])}},
-            "nodeSelector": {PRODUCT_LABEL: spec["gpuType"]},
+            "replicas": plan["replicas"],
+            "resources": {"limits": {GPU_RESOURCE: str(plan["gpusPerReplica"])}},
+            "nodeSelector": {PRODUCT_LABEL: plan["gpuType"]},
             "storage": {"emptyDir": {"sizeLimit": spec.get("weightsVolumeSize", "50Gi")}},
             "env": [
                 {"name": "NIM_SERVED_MODEL_NAME", "value": model["servedName"]},

@@ -84,7 +84,7 @@ def sizing_args(spec, plan):
         "--gpu-memory-utilization",
         str(plan["gpuMemoryUtilization"]),
         "--tensor-parallel-size",
-        str(spec["gpusPerReplica"]),
+        str(plan["gpusPerReplica"]),
     ]
 
 
@@ -129,7 +129,7 @@ def deployment(md, model, provider, plan):
         },
     }
     if "autoscaling" not in spec:  # the HPA owns replicas otherwise
-        body["spec"]["replicas"] = spec["replicas"]
+        body["spec"]["replicas"] = plan["replicas"]
     return body
 
 
@@ -242,12 +242,12 @@ def render(md, model, provider, plan):
 
 def observe(client, md, plan):
     """What the cluster reports about the workload and its pods: phase, message, nodes, ready replicas."""
-    namespace, spec = md["metadata"]["namespace"], md["spec"]
+    namespace = md["metadata"]["namespace"]
     rtype = STATEFUL_SET if plan["workload"]["kind"] == STATEFUL_SET.kind else DEPLOYMENT
     workload = client.get(rtype, plan["workload"]["name"], namespace)
     pods = engine_pods.pods_of(client, md)
     # A StatefulSet's replicas are the ranks of one model replica: all of them must be ready.
-    desired = (workload or {}).get("spec", {}).get("replicas", spec["replicas"])
+    desired = (workload or {}).get("spec", {}).get("replicas", plan["replicas"])
     phase, message, nodes = engine_pods.workload_phase(client, desired, workload, pods, plan.get("note", ""))
     ready = (workload or {}).get("status", {}).get("readyReplicas", 0)
     return {"phase": phase, "message": message, "nodes": nodes, "readyReplicas": ready}

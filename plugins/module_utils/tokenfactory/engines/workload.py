@@ -112,10 +112,9 @@ def probe(period, failures, initial=0):
 
 def pod_spec(spec, provider, plan, image, command, args, extra_env=()):
     """The engine pod: one container on the planned GPU product, with probes, shared memory and a weights volume."""
-    group = plan["gpuGroup"]
-    shm = "16Gi" if group.get("unifiedMemory") else "8Gi"
+    shm = "16Gi" if plan["unifiedMemory"] else "8Gi"
     return {
-        "nodeSelector": {PRODUCT_LABEL: spec["gpuType"], "kubernetes.io/arch": group.get("arch", "arm64")},
+        "nodeSelector": {PRODUCT_LABEL: plan["gpuType"], "kubernetes.io/arch": plan["arch"]},
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "terminationGracePeriodSeconds": 60,
         "containers": [

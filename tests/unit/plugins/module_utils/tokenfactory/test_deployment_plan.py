@@ -80,7 +80,7 @@ def test_names_must_be_service_names(name):
 
 
 def test_plan_for_one_spark():
-    plan = plan_deployment(deployment_spec(md_params(context_length=8192)), QWEN_05B, SINGLE, [], "fail")
+    plan = plan_deployment(deployment_spec(md_params(context_length=8192)), QWEN_05B, SINGLE, [])
     assert plan["gpuMemoryUtilization"] == 0.75
     assert plan["contextLength"] == 8192
     assert plan["nodesPerReplica"] == 1
@@ -92,27 +92,29 @@ def test_second_one_gpu_deployment_on_one_spark_fails_or_queues():
     other = {"spec": {"gpuType": "NVIDIA-GB10", "replicas": 1, "gpusPerReplica": 1}}
     spec = deployment_spec(md_params())
     with pytest.raises(CapacityError, match="1 allocatable and 1 already claimed"):
-        plan_deployment(spec, QWEN_05B, SINGLE, [other], "fail")
-    assert plan_deployment(spec, QWEN_05B, SINGLE, [other], "queue")["note"].startswith("queued:")
+        plan_deployment(spec, QWEN_05B, SINGLE, [other])
+    assert plan_deployment(spec, QWEN_05B, SINGLE, [other], {"onInsufficientGpus": "queue"})["note"].startswith(
+        "queued:"
+    )
 
 
 def test_gpu_type_must_be_in_the_inventory():
     with pytest.raises(
         ValidationError, match="'NVIDIA-H100' is not in the inventory of ComputeCluster spark; available: NVIDIA-GB10"
     ):
-        plan_deployment(deployment_spec(md_params(gpu_type="NVIDIA-H100")), QWEN_05B, SINGLE, [], "fail")
+        plan_deployment(deployment_spec(md_params(gpu_type="NVIDIA-H100")), QWEN_05B, SINGLE, [])
 
 
 def test_context_longer_than_the_model_is_refused():
     with pytest.raises(ValidationError, match="65536 exceeds the model's maximum context length 32768"):
-        plan_deployment(deployment_spec(md_params(context_length=65536)), QWEN_05B, SINGLE, [], "fail")
+        plan_deployment(deployment_spec(md_params(context_length=65536)), QWEN_05B, SINGLE, [])
 
 
 def test_two_gpus_need_a_fabric_pair():
     spec = deployment_spec(md_params(gpus_per_replica=2))
     with pytest.raises(ValidationError, match=r"needs 2 nodes sharing a tokenfactory\.io/fabric label"):
-        plan_deployment(spec, QWEN_05B, SINGLE, [], "fail")
-    plan = plan_deployment(spec, QWEN_05B, PAIR, [], "fail")
+        plan_deployment(spec, QWEN_05B, SINGLE, [])
+    plan = plan_deployment(spec, QWEN_05B, PAIR, [])
     assert (plan["nodesPerReplica"], plan["gpusPerPod"]) == (2, 1)
     with pytest.raises(ValidationError, match="exactly 1 replica"):
-        plan_deployment(deployment_spec(md_params(gpus_per_replica=2, replicas=2)), QWEN_05B, PAIR, [], "fail")
+        plan_deployment(deployment_spec(md_params(gpus_per_replica=2, replicas=2)), QWEN_05B, PAIR, [])

@@ -16,7 +16,7 @@ S3 = {"spec": {"type": "s3", "url": "https://minio.example:9000", "credentialsSe
 
 def env_of(engine, provider, model=QWEN_05B):
     spec = deployment_spec(md_params(engine=engine))
-    plan = plan_deployment(spec, model, SINGLE, [], "fail", True, 1, name="qwen")
+    plan = plan_deployment(spec, model, SINGLE, [], name="qwen")
     md = {
         "apiVersion": "tokenfactory.io/v1alpha1",
         "kind": "ModelDeployment",

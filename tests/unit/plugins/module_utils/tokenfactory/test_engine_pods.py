@@ -165,7 +165,7 @@ def test_every_engine_reports_a_stuck_pod_as_failed(name, scenario):
     """vLLM reads its Deployment, NIM and Dynamo their operator's object: a stuck pod wins over both."""
     overrides, model, _provider, compute_cluster = SCENARIOS[scenario]
     spec = deployment_spec(md_params(**overrides))
-    plan = plan_deployment(spec, model, compute_cluster, [], "fail", True, 1, name="qwen")
+    plan = plan_deployment(spec, model, compute_cluster, [], name="qwen")
     md = {"metadata": {"name": "qwen", "namespace": "tokenfactory"}, "spec": spec}
     stuck = pod(waiting={"reason": "ErrImagePull", "message": "not found"})
     client = Pods([stuck], workload=rollout(0), child={"status": {"state": "Ready"}})
@@ -204,7 +204,7 @@ def test_every_engine_labels_and_annotates_its_pods_for_status_and_prometheus():
 def rendered_children(scenario):
     overrides, model, provider, compute_cluster = scenario
     spec = deployment_spec(md_params(**overrides))
-    plan = plan_deployment(spec, model, compute_cluster, [], "fail", True, 1, name="qwen")
+    plan = plan_deployment(spec, model, compute_cluster, [], name="qwen")
     md = {"metadata": {"name": "qwen", "namespace": "tf", "uid": "1"}, "kind": "ModelDeployment", "spec": spec}
     md["apiVersion"] = "tokenfactory.io/v1alpha1"
     return render(md, model, provider, plan)

@@ -84,7 +84,7 @@ SCENARIOS = {
 
 def rendered(overrides, model, provider, compute_cluster):
     spec = deployment_spec(md_params(**overrides))
-    plan = plan_deployment(spec, model, compute_cluster, [], "fail", True, 1, name="qwen")
+    plan = plan_deployment(spec, model, compute_cluster, [], name="qwen")
     md = {
         "apiVersion": "tokenfactory.io/v1alpha1",
         "kind": "ModelDeployment",

@@ -1,6 +1,7 @@
 """The status keeper's loop: it writes a ModelDeployment's or Endpoint's status only when what the modules' own status
-functions compute now differs from the stored status, onto the version it read (409: next pass), leaves alone a
-deployment whose spec changed since the module ran, keeps going past API errors and never logs container logs."""
+functions compute now differs from the stored status, onto the version it read (409: next pass), keeps the old plan
+and writes the refusal in status for a newer spec that cannot be planned, keeps going past API errors and never logs
+container logs."""
 
 import copy
 import logging
@@ -9,11 +10,15 @@ import threading
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import K8sError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import deployment_spec
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.keeper import Keeper, main, run, summary
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import (
+    PLAN_KEYS,
+    is_current,
+    plan_deployment,
+    stored_plan,
+)
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import (
     deployment_status,
     endpoint_status,
-    stored_plan,
 )
 
 from tests.unit.plugins.module_utils.tokenfactory.samples import QWEN_05B, md_params
@@ -79,9 +84,9 @@ def module_written(cluster):
     ep = endpoint()
     ep["status"] = endpoint_status(cluster, ep["spec"])
     spec = deployment_spec(md_params())
-    plan = plan_deployment(spec, QWEN_05B, SINGLE, [], "fail", True, 1, name="qwen")
+    plan = plan_deployment(spec, QWEN_05B, SINGLE, [], name="qwen")
     md = {"metadata": {"name": "qwen", "namespace": NS, "generation": 1, "resourceVersion": "20"}, "spec": spec}
-    md["status"] = deployment_status(cluster, md, spec, plan, ep, SINGLE)
+    md["status"] = deployment_status(cluster, md, plan, ep, SINGLE)
     return md, ep, plan
 
 
@@ -98,11 +103,11 @@ def counts(**values):
 
 def test_the_plan_read_back_from_the_status_is_the_plan_the_module_decided():
     cluster, plan = ready_cluster()
-    stored = stored_plan(cluster.objects["ModelDeployment"][0])
-    assert {key: stored[key] for key in stored if key != "gpuGroup"} == {
-        key: plan[key] for key in stored if key != "gpuGroup"
-    }
-    assert stored["gpuGroup"]["unifiedMemory"] == plan["gpuGroup"]["unifiedMemory"]
+    md = cluster.objects["ModelDeployment"][0]
+    assert stored_plan(md) == plan and sorted(plan) == sorted(PLAN_KEYS)
+    assert plan["generation"] == 1 and is_current(md)
+    md["metadata"]["generation"] = 2  # a spec applied since (kubectl): the keeper replans it
+    assert not is_current(md) and stored_plan(md) == plan
 
 
 def test_nothing_changed_nothing_written():
@@ -163,16 +168,22 @@ def test_a_write_onto_a_changed_object_is_dropped_until_the_next_pass():
     assert cluster.objects["Endpoint"][0]["status"]["gatewayReadyPods"] == 1
 
 
-def test_a_spec_changed_since_the_module_ran_is_left_alone_and_said_once(caplog):
-    cluster, _plan = ready_cluster()
+def test_a_newer_spec_that_cannot_be_planned_is_refused_in_status_with_the_old_plan_said_once(caplog):
+    cluster, plan = ready_cluster()
     cluster.objects["ModelDeployment"][0]["metadata"]["generation"] = 2
-    cluster.pods = [pod(waiting=CRASH)]
     keeper = Keeper(cluster)
     with caplog.at_level(logging.INFO, logger="tokenfactory.status_keeper"):
-        assert keeper.run_pass() == counts(skipped=1, unchanged=1)
-        assert keeper.run_pass() == counts(skipped=1, unchanged=1)
-    assert caplog.text.count("ModelDeployment tokenfactory/qwen: left alone: no status of model_deployment") == 1
-    assert cluster.applied == []
+        assert keeper.run_pass() == counts(written=1, unchanged=1)
+        assert keeper.run_pass() == counts(unchanged=2)
+    status = cluster.objects["ModelDeployment"][0]["status"]
+    assert status["plan"] == plan and status["phase"] == "Ready" and status["observedGeneration"] == 2
+    assert status["refused"] == {
+        "generation": 2,
+        "field": "model",
+        "reason": "model: Model 'qwen' not found in namespace tokenfactory (existing: none)",
+    }
+    assert caplog.text.count("ModelDeployment tokenfactory/qwen: generation 2 not applied: model: Model") == 1
+    assert [body["kind"] for body in cluster.applied] == ["ModelDeployment"], "only its status is written"
 
 
 def test_an_api_error_on_one_object_does_not_stop_the_others():

@@ -23,7 +23,7 @@ def md(**overrides):
 
 
 def planned(obj, compute_cluster=SINGLE, model=QWEN_05B):
-    return plan_deployment(obj["spec"], model, compute_cluster, [], "fail", name=obj["metadata"]["name"])
+    return plan_deployment(obj["spec"], model, compute_cluster, [], name=obj["metadata"]["name"])
 
 
 def rendered(obj, model=QWEN_05B, credentials=True, compute_cluster=SINGLE):

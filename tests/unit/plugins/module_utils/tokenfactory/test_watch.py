@@ -1,8 +1,12 @@
 """model_deployment_info observe=true: the live rollout of a stored ModelDeployment, on one line."""
 
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import deployment_spec
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import plan_deployment
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.watch import rollout_now
 
+from tests.unit.plugins.module_utils.tokenfactory.samples import QWEN_05B, md_params
 from tests.unit.plugins.module_utils.tokenfactory.test_engine_pods import pod
+from tests.unit.plugins.module_utils.tokenfactory.test_golden import PAIR
 
 MD = {
     "metadata": {"name": "qwen", "namespace": "tokenfactory", "generation": 1},
@@ -70,6 +74,8 @@ def test_stuck_pod_names_the_reason():
 
 def test_multinode_watches_the_statefulset():
     cluster = Cluster(None, [])
-    md = {**MD, "status": {"placement": {"nodesPerReplica": 2}}}
+    spec = deployment_spec(md_params(gpus_per_replica=2))
+    plan = plan_deployment(spec, QWEN_05B, PAIR, [], name="qwen")
+    md = {**MD, "spec": spec, "status": {"plan": plan}}  # the persisted plan says where it runs
     assert rollout_now(cluster, md)["phase"] == "Progressing"
     assert cluster.got == [("StatefulSet", "qwen")]
