@@ -140,7 +140,15 @@ class KubeClient:
         self.on_retry = on_retry
 
     def request(
-        self, method, path, body=None, query=None, content_type="application/json", text=False, conflict=True, retry=True
+        self,
+        method,
+        path,
+        body=None,
+        query=None,
+        content_type="application/json",
+        text=False,
+        conflict=True,
+        retry=True,
     ):
         """One API call, retried on transient answers: the decoded JSON answer (text=True: the answer as text,
         e.g. a pod log), or K8sError. conflict=False: a 409 is final (a write that names the resourceVersion it

@@ -204,12 +204,16 @@ def test_cilium_values_carry_the_pod_cidr_and_optional_mtu(mtu):
     ],
 )
 def test_a_pair_pins_node_addresses_to_the_link_interface(template, pinned):
-    doc = yaml.safe_load(render("cni", template, cni_pod_cidr="10.244.0.0/16", cni_mtu=0, cni_node_interface="enp1s0f0np0"))
+    doc = yaml.safe_load(
+        render("cni", template, cni_pod_cidr="10.244.0.0/16", cni_mtu=0, cni_node_interface="enp1s0f0np0")
+    )
     assert pinned(doc) in (["enp1s0f0np0"], {"interface": "^enp1s0f0np0$"})
 
 
 def test_calico_detects_node_addresses_itself_without_a_link():
-    doc = yaml.safe_load(render("cni", "calico-installation.yaml.j2", cni_pod_cidr="10.244.0.0/16", cni_mtu=0, cni_node_interface=""))
+    doc = yaml.safe_load(
+        render("cni", "calico-installation.yaml.j2", cni_pod_cidr="10.244.0.0/16", cni_mtu=0, cni_node_interface="")
+    )
     assert "nodeAddressAutodetectionV4" not in doc["spec"]["calicoNetwork"]
 
 

@@ -8,7 +8,10 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.service_pro
 @pytest.mark.parametrize(
     ("url", "path"),
     [
-        ("http://qwen.tokenfactory.svc:8000/metrics", "/api/v1/namespaces/tokenfactory/services/qwen:8000/proxy/metrics"),
+        (
+            "http://qwen.tokenfactory.svc:8000/metrics",
+            "/api/v1/namespaces/tokenfactory/services/qwen:8000/proxy/metrics",
+        ),
         ("http://qwen.tf.svc.cluster.local:8000/metrics", "/api/v1/namespaces/tf/services/qwen:8000/proxy/metrics"),
         ("https://qwen.tf.svc/metrics", "/api/v1/namespaces/tf/services/https:qwen:443/proxy/metrics"),
         ("http://qwen.tf.svc:8000", "/api/v1/namespaces/tf/services/qwen:8000/proxy/"),
