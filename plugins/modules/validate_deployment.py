@@ -133,7 +133,28 @@ options:
         metrics are collected. Through a gateway, point it at the engine, not at the gateway.
     type: str
   metrics_token:
-    description: Bearer token for O(metrics_url) if it needs one. Never logged or returned.
+    description: Bearer token for O(metrics_url) if it needs one (O(metrics_via=direct)). Never logged or returned.
+    type: str
+  metrics_via:
+    description:
+      - How O(metrics_url) is read.
+      - V(direct) dials it from the host running the module; a cluster-internal Service name
+        (C(NAME.NAMESPACE.svc)) answers there only inside the cluster's Service network.
+      - V(api_server) reads the same Service document through the Kubernetes API server's service proxy
+        (C(/api/v1/namespaces/NAMESPACE/services/NAME:PORT/proxy/PATH)) with O(metrics_kubeconfig) and
+        O(metrics_context), so a controller outside the cluster charts KV cache and queue;
+        O(metrics_url) must then be a Service URL C(http(s)://NAME.NAMESPACE.svc[:PORT]/PATH) and the
+        credentials need C(get) on C(services/proxy). Needs the kubernetes Python client.
+    type: str
+    choices: [direct, api_server]
+    default: direct
+  metrics_kubeconfig:
+    description:
+      - Kubeconfig (path or dict) of the API server for O(metrics_via=api_server); unset = C(K8S_AUTH_KUBECONFIG)
+        or C(~/.kube/config), as with kubernetes.core.
+    type: raw
+  metrics_context:
+    description: Context of O(metrics_kubeconfig) (unset = its current context).
     type: str
   scrape_interval:
     description:
@@ -346,6 +367,13 @@ validation:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import (
+    CORE_AUTH_ARG_SPEC,
+    K8sError,
+    KubeClient,
+    require_kubernetes,
+)
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.service_proxy import ProxiedMetrics
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import memory_bound
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.validation import plan, run_validation
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import MEMORY_BANDWIDTH_GBPS
@@ -381,6 +409,9 @@ ARGUMENT_SPEC = {
     "max_duration": {"type": "float", "default": 300},
     "metrics_url": {"type": "str"},
     "metrics_token": {"type": "str", "no_log": True},
+    "metrics_via": {"type": "str", "choices": ["direct", "api_server"], "default": "direct"},
+    "metrics_kubeconfig": {"type": "raw", "no_log": True},
+    "metrics_context": {"type": "str"},
     "scrape_interval": {"type": "float", "default": 1.0},
     "slo": {"type": "dict", "default": {}, "options": SLO_SPEC},
     "fail_on_slo_breach": {"type": "bool", "default": False},
@@ -446,6 +477,20 @@ def request_errors_line(result):
     )
 
 
+def metrics_proxy(module):
+    """The engine's metrics through the API server's service proxy (metrics_via=api_server), else None."""
+    params = module.params
+    if params["metrics_via"] != "api_server" or not params["metrics_url"]:
+        return None
+    require_kubernetes(module)
+    auth = dict.fromkeys(CORE_AUTH_ARG_SPEC)
+    auth.update(kubeconfig=params["metrics_kubeconfig"], context=params["metrics_context"])
+    try:
+        return ProxiedMetrics(KubeClient(auth, "tokenfactory-validate"), params["metrics_url"])
+    except (K8sError, ValueError) as exc:
+        module.fail_json(msg=f"metrics_via=api_server: {exc}")
+
+
 def main():
     module = AnsibleModule(
         argument_spec=ARGUMENT_SPEC,
@@ -461,6 +506,7 @@ def main():
         module.fail_json(msg=f"invalid options: {exc}")
     if module.check_mode:
         module.exit_json(changed=False, plan=planned, msg="check mode: no load sent")
+    options["metrics_proxy"] = metrics_proxy(module)
     try:
         result = run_validation(options)
     except ValueError as exc:

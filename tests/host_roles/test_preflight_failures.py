@@ -90,6 +90,42 @@ def test_kubelet_cgroup_driver_mismatch(gb10_host):
         gb10_host.exec("rm", "-f", "/var/lib/kubelet/config.yaml")
 
 
+# Docker's containerd.io as dpkg records it (the package itself comes from Docker's repository, the internet).
+CONTAINERD_IO_RECORD = """
+Package: containerd.io
+Status: install ok installed
+Architecture: amd64
+Version: 1.7.27-1
+Description: An open and reliable container runtime
+"""
+
+
+def test_docker_containerd_is_not_doubled(gb10_host):
+    gb10_host.exec("cp", "/var/lib/dpkg/status", "/var/lib/dpkg/status.tf-test")
+    try:
+        gb10_host.exec("sh", "-c", f"printf '%s' '{CONTAINERD_IO_RECORD}' >> /var/lib/dpkg/status")
+        for method in ("distro", "release"):
+            expect_failure(
+                gb10_host,
+                f"preflight [docker-containerd]: Docker's containerd.io 1.7.27-1 is installed (DGX OS ships it with "
+                f"Docker) and containerd_install_method={method} would install a second containerd",
+                containerd_install_method=method,
+            )
+        result = run_role(gb10_host, "preflight", {**PASSING, "containerd_install_method": "docker"})
+        assert result.returncode == 0, result.stdout[-3000:]
+    finally:
+        gb10_host.exec("mv", "/var/lib/dpkg/status.tf-test", "/var/lib/dpkg/status")
+
+
+def test_reusing_a_docker_containerd_that_is_not_there(gb10_host):
+    expect_failure(
+        gb10_host,
+        "preflight [docker-containerd]: containerd_install_method=docker reuses Docker's containerd.io package, "
+        "which is not installed on this host",
+        containerd_install_method="docker",
+    )
+
+
 @pytest.fixture(scope="module")
 def bare_host():
     with PodmanHost() as host:

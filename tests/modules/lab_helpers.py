@@ -29,9 +29,11 @@ SNAPSHOT_TYPES = (
 
 def run_module(module_name, default_kubeconfig, check_mode=False, diff=False, **args):
     """Run tokenfactory.spark.<name> like Ansible does (args JSON in, result JSON out); return the result.
-    The lab's kubeconfig is used unless args set `kubeconfig` (a path, a dict, or None for host/api_key)."""
+    The lab's kubeconfig is used unless args set `kubeconfig` (a path, a dict, or None for host/api_key);
+    default_kubeconfig=None: no `kubeconfig` argument (a module without the Kubernetes auth options)."""
     module = importlib.import_module(f"ansible_collections.tokenfactory.spark.plugins.modules.{module_name}")
-    args = {"kubeconfig": str(default_kubeconfig), **args, "_ansible_check_mode": check_mode, "_ansible_diff": diff}
+    auth = {"kubeconfig": str(default_kubeconfig)} if default_kubeconfig is not None else {}
+    args = {**auth, **args, "_ansible_check_mode": check_mode, "_ansible_diff": diff}
     out = io.StringIO()
     # A module runs target-side: once any test in this process has loaded controller code, Ansible would send
     # module.warn() to the controller's display instead of the result's `warnings`.

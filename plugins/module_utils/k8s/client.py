@@ -118,15 +118,31 @@ class KubeClient:
         self.field_manager = field_manager
         self.on_retry = on_retry
 
-    def request(self, method, path, body=None, query=None, content_type="application/json", text=False, conflict=True):
+    def request(
+        self,
+        method,
+        path,
+        body=None,
+        query=None,
+        content_type="application/json",
+        text=False,
+        conflict=True,
+        retry=True,
+    ):
         """One API call, retried on transient answers: the decoded JSON answer (text=True: the answer as text,
         e.g. a pod log), or K8sError. conflict=False: a 409 is final (a write that names the resourceVersion it
-        was computed from fails at once when the object changed since)."""
-        return with_retries(
-            lambda: self._request(method, path, body, query, content_type, text, conflict),
-            f"{method} {path}",
-            self.on_retry,
-        )
+        was computed from fails at once when the object changed since). retry=False: one try (a periodic sample
+        that the next sample replaces)."""
+
+        def call():
+            return self._request(method, path, body, query, content_type, text, conflict)
+
+        if not retry:
+            try:
+                return call()
+            except RetryableError as exc:
+                raise exc.error from None
+        return with_retries(call, f"{method} {path}", self.on_retry)
 
     def _request(self, method, path, body, query, content_type, text, conflict=True):
         headers = {"Accept": "*/*" if text else "application/json", "Content-Type": content_type}

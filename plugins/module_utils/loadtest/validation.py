@@ -143,20 +143,34 @@ def _token_check(server, client_usage_tokens, records):
 
 
 class _MetricsReader:
-    """Scrapes the engine's /metrics (if a URL is given): full snapshots and periodic gauge samples."""
+    """Scrapes the engine's /metrics (if a URL is given): full snapshots and periodic gauge samples. The URL is
+    dialled directly, or (options["metrics_proxy"], a service_proxy.ProxiedMetrics) read through the Kubernetes
+    API server's service proxy, which a controller outside the cluster reaches."""
 
     def __init__(self, options, client, model):
         url = options.get("metrics_url")
         self.interval = float(options.get("scrape_interval") or 1.0)
         self.model = model
         self.client = client
-        self.target = Target(url, options.get("validate_certs", True), options.get("ca_path")) if url else None
+        self.proxy = options.get("metrics_proxy") if url else None
+        direct = url and self.proxy is None
+        self.target = Target(url, options.get("validate_certs", True), options.get("ca_path")) if direct else None
         self.headers = [("Authorization", f"Bearer {options['metrics_token']}")] if options.get("metrics_token") else []
         self.samples = []
         self.errors = []
         self._stop = asyncio.Event()
 
+    @property
+    def enabled(self):
+        return self.target is not None or self.proxy is not None
+
     async def _get(self, timeout):
+        if self.proxy is not None:
+            loop = asyncio.get_running_loop()
+            body, error = await loop.run_in_executor(None, self.proxy.get, timeout)
+            if error:
+                self.errors.append(error)
+            return body
         status, body, error = await fetch(self.client, self.target, timeout, self.headers)
         if error or status != 200:
             self.errors.append(error or f"HTTP {status}")
@@ -164,7 +178,7 @@ class _MetricsReader:
         return body
 
     async def full(self):
-        if self.target is None:
+        if not self.enabled:
             return None
         body = await self._get(10.0)
         return prom_scrape.snapshot(prom_scrape.parse(body), self.model) if body is not None else None
@@ -185,7 +199,7 @@ class _MetricsReader:
     async def sample_loop(self):
         """Gauge samples from the start of the load: 0.1 s apart at first, the gap doubling up to scrape_interval,
         so a run of a second or two still charts KV cache and queue; one more sample when the load ends."""
-        if self.target is None:
+        if not self.enabled:
             return
         wait = min(FIRST_SAMPLE_GAP, self.interval)
         while not self._stop.is_set():
@@ -207,7 +221,7 @@ class _MetricsReader:
         self._stop.set()
 
     def summary(self, before, after, t0):
-        if self.target is None:
+        if not self.enabled:
             return {"scraped": False, "reason": "no metrics_url given"}
         if before is None or after is None:
             return {"scraped": False, "reason": "scrape failed", "errors": self.errors[:5]}

@@ -188,9 +188,33 @@ def test_containerd_main_config_has_no_nvidia_and_dropin_repeats_cri(schema):
 
 @pytest.mark.parametrize("mtu", [0, 8950])
 def test_cilium_values_carry_the_pod_cidr_and_optional_mtu(mtu):
-    values = yaml.safe_load(render("cni", "cilium-values.yaml.j2", cni_pod_cidr="10.244.0.0/16", cni_mtu=mtu))
+    values = yaml.safe_load(
+        render("cni", "cilium-values.yaml.j2", cni_pod_cidr="10.244.0.0/16", cni_mtu=mtu, cni_node_interface="")
+    )
+    assert "devices" not in values, "no pinned interface: Cilium detects its devices"
     assert values["ipam"] == {"mode": "cluster-pool", "operator": {"clusterPoolIPv4PodCIDRList": ["10.244.0.0/16"]}}
     assert values.get("MTU") == (mtu or None)
+
+
+@pytest.mark.parametrize(
+    ("template", "pinned"),
+    [
+        ("cilium-values.yaml.j2", lambda doc: doc["devices"]),
+        ("calico-installation.yaml.j2", lambda doc: doc["spec"]["calicoNetwork"]["nodeAddressAutodetectionV4"]),
+    ],
+)
+def test_a_pair_pins_node_addresses_to_the_link_interface(template, pinned):
+    doc = yaml.safe_load(
+        render("cni", template, cni_pod_cidr="10.244.0.0/16", cni_mtu=0, cni_node_interface="enp1s0f0np0")
+    )
+    assert pinned(doc) in (["enp1s0f0np0"], {"interface": "^enp1s0f0np0$"})
+
+
+def test_calico_detects_node_addresses_itself_without_a_link():
+    doc = yaml.safe_load(
+        render("cni", "calico-installation.yaml.j2", cni_pod_cidr="10.244.0.0/16", cni_mtu=0, cni_node_interface="")
+    )
+    assert "nodeAddressAutodetectionV4" not in doc["spec"]["calicoNetwork"]
 
 
 def bridge_vars(**overrides):
