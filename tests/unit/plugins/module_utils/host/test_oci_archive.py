@@ -1,7 +1,6 @@
 """The OCI archive reader behind the architecture check: index -> (nested index) -> manifest -> config, on archives
 written in the OCI image layout, and on the lab's real gateway archive when scripts/build-service-images made it."""
 
-import hashlib
 import io
 import json
 import os
@@ -13,37 +12,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.tokenfactory.spark.plugins.filter.oci import oci_architecture, oci_archive_image
 from ansible_collections.tokenfactory.spark.plugins.module_utils.host.oci_archive import ArchiveError, archive_image
 
-INDEX = "application/vnd.oci.image.index.v1+json"
-MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+from tests.oci_layout import INDEX, Layout
+
 CACHE = pathlib.Path(os.environ.get("TF_CACHE", pathlib.Path.home() / ".cache/tokenfactory"))
-
-
-class Layout:
-    """An OCI image layout written into a tar, blob by blob."""
-
-    def __init__(self):
-        self.blobs = {}
-
-    def blob(self, document):
-        data = json.dumps(document).encode()
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        self.blobs[digest] = data
-        return {"digest": digest, "size": len(data), "mediaType": document.get("mediaType", "")}
-
-    def image(self, architecture):
-        config = self.blob({"architecture": architecture, "os": "linux", "rootfs": {"type": "layers"}})
-        return self.blob({"schemaVersion": 2, "mediaType": MANIFEST, "config": config, "layers": []})
-
-    def write(self, path, manifests, prefix="", drop=()):
-        with tarfile.open(path, "w") as tar:
-            files = {"oci-layout": b'{"imageLayoutVersion": "1.0.0"}'}
-            files["index.json"] = json.dumps({"schemaVersion": 2, "manifests": manifests}).encode()
-            files |= {f"blobs/sha256/{d.split(':')[1]}": data for d, data in self.blobs.items() if d not in drop}
-            for name, data in files.items():
-                info = tarfile.TarInfo(prefix + name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        return path
 
 
 @pytest.mark.parametrize("prefix", ["", "./"])
