@@ -8,8 +8,10 @@ What huggingface_hub (2.x) and transformers ask for is answered: repository info
 (GET /api/models/<repo>[/revision/<rev>]), the file tree (GET /api/models/<repo>/tree/<rev>), and files
 (HEAD/GET /<repo>/resolve/<rev>/<path>) with X-Repo-Commit, ETag and Content-Length; a missing file is a 404
 with X-Error-Code: EntryNotFound, a missing repository RepoNotFound, as the hub answers. Every revision name
-resolves to the repository's one commit (a hash of its files). With --token-env VAR every repository is private,
-as on the hub: a request without `Authorization: Bearer <the token in $VAR>` gets a 401 (X-Error-Code: GatedRepo).
+resolves to the repository's one commit (a hash of its files). Every request is logged on stderr and kept in
+Hub.requests as (method, path, status): the tests count weight downloads there. With --token-env VAR every
+repository is private, as on the hub: a request without `Authorization: Bearer <the token in $VAR>` gets a 401
+(X-Error-Code: GatedRepo).
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ class Hub(http.server.ThreadingHTTPServer):
         self.root = root
         self.token = token
         self.repositories: dict[str, Repository] = {}
+        self.requests: list[tuple[str, str, str]] = []
+
+    def downloads(self) -> list[str]:
+        """Paths of the files served with their content (GET .../resolve/...), in order."""
+        return [path for method, path, status in self.requests if method == "GET" and "/resolve/" in path]
 
     def repository(self, repo_id: str) -> Repository | None:
         directory = self.root / repo_id
@@ -85,7 +92,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format, *args):
-        sys.stderr.write(f"[hub] {self.command} {self.path} -> {args[1] if len(args) > 1 else ''}\n")
+        status = str(args[1]) if len(args) > 1 else ""
+        self.server.requests.append((self.command, self.path, status))
+        sys.stderr.write(f"[hub] {self.command} {self.path} -> {status}\n")
 
     def do_HEAD(self):
         self.answer(head=True)

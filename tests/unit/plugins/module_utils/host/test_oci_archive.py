@@ -47,7 +47,7 @@ def test_not_an_oci_archive(tmp_path):
     plain = tmp_path / "plain.tar"
     with tarfile.open(plain, "w") as tar:
         tar.addfile(tarfile.TarInfo("manifest.json"), io.BytesIO(b""))
-    with pytest.raises(AnsibleFilterError, match="no index.json, not an OCI archive"):
+    with pytest.raises(AnsibleFilterError, match=r"no index\.json, not an OCI archive"):
         oci_archive_image(str(plain))
     with pytest.raises(AnsibleFilterError, match="cannot read the OCI archive"):
         oci_archive_image(str(tmp_path / "absent.tar"))
