@@ -4,7 +4,6 @@ arm64 (the reader the containerd role checks with), this amd64 machine's contain
 naming both architectures, and an arm64 host (localhost/tf-debian:bookworm-arm64, make host-image-arm64, its own
 containerd) imports it under its ref and digest. Needs podman, qemu-user-static with binfmt registered, PyPI."""
 
-import json
 import os
 import pathlib
 import re
@@ -117,8 +116,6 @@ def arm64_host():
 def test_the_arm64_gateway_image_is_checked_then_loaded_into_an_arm64_containerd(arm64_gateway, arm64_host, tmp_path):
     image = archive_image(arm64_gateway)
     assert image["architectures"] == ["arm64"]
-    config = json.loads(podman("image", "inspect", f"oci-archive:{arm64_gateway}", capture_output=True).stdout)
-    assert config[0]["Architecture"] == "arm64"
 
     # This machine is no arm64 node: the containerd role refuses the archive before anything is loaded.
     if os.uname().machine != "aarch64":
