@@ -6,10 +6,12 @@ Provider.spec.url) instead of finding them baked into an image.
 
 What huggingface_hub (2.x) and transformers ask for is answered: repository info
 (GET /api/models/<repo>[/revision/<rev>]), the file tree (GET /api/models/<repo>/tree/<rev>), and files
-(HEAD/GET /<repo>/resolve/<rev>/<path>) with X-Repo-Commit, ETag and Content-Length; a missing file is a 404
-with X-Error-Code: EntryNotFound, a missing repository RepoNotFound, as the hub answers. Every revision name
-resolves to the repository's one commit (a hash of its files). With --token-env VAR every repository is private,
-as on the hub: a request without `Authorization: Bearer <the token in $VAR>` gets a 401 (X-Error-Code: GatedRepo).
+(HEAD/GET /<repo>/resolve/<rev>/<path>) with X-Repo-Commit, ETag and Content-Length (a Range read answered 206);
+a missing file is a 404 with X-Error-Code: EntryNotFound, a missing repository RepoNotFound, as the hub answers.
+Every revision name resolves to the repository's one commit (a hash of its files). Every request is logged on
+stderr and kept in Hub.requests as (method, path, status): the tests count weight downloads there. With
+--token-env VAR every repository is private, as on the hub: a request without
+`Authorization: Bearer <the token in $VAR>` gets a 401 (X-Error-Code: GatedRepo).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ ROUTES = [
     ("tree", re.compile(rf"^/api/models/{REPO}/tree/(?P<rev>[^/]+)(?:/(?P<path>.*))?$")),
     ("file", re.compile(rf"^/{REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")),
 ]
+
+
+RANGE = re.compile(r"^bytes=(?P<first>\d+)-(?P<last>\d*)$")
 
 
 class Repository:
@@ -70,6 +75,15 @@ class Hub(http.server.ThreadingHTTPServer):
         self.root = root
         self.token = token
         self.repositories: dict[str, Repository] = {}
+        self.requests: list[tuple[str, str, str]] = []
+
+    def downloads(self) -> list[str]:
+        """Paths of the files served whole (GET .../resolve/... answered 200, not a 206 range read), in order."""
+        return [
+            path
+            for method, path, status in self.requests
+            if method == "GET" and "/resolve/" in path and status == "200"
+        ]
 
     def repository(self, repo_id: str) -> Repository | None:
         directory = self.root / repo_id
@@ -85,7 +99,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format, *args):
-        sys.stderr.write(f"[hub] {self.command} {self.path} -> {args[1] if len(args) > 1 else ''}\n")
+        status = str(args[1]) if len(args) > 1 else ""
+        self.server.requests.append((self.command, self.path, status))
+        sys.stderr.write(f"[hub] {self.command} {self.path} -> {status}\n")
 
     def do_HEAD(self):
         self.answer(head=True)
@@ -119,10 +135,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def file(self, repository: Repository, name: str, head: bool):
         if name not in repository.oids:
             return self.error(404, "EntryNotFound", f"{name} not found in {repository.id}", repository.sha)
+        size = repository.path(name).stat().st_size
         data = b"" if head else repository.path(name).read_bytes()
-        self.send_response(200)
+        ranged = RANGE.match(self.headers.get("Range", ""))
+        if ranged and not head:  # a partial read (safetensors metadata: the header bytes only), as the hub's CDN
+            first, last = int(ranged["first"]), min(int(ranged["last"] or size - 1), size - 1)
+            data = data[first : last + 1]
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {first}-{first + len(data) - 1}/{size}")
+        else:
+            self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(repository.path(name).stat().st_size))
+        self.send_header("Content-Length", str(len(data) if ranged and not head else size))
         self.send_header("ETag", f'"{repository.oids[name]}"')
         self.send_header("X-Repo-Commit", repository.sha)
         self.end_headers()

@@ -15,7 +15,8 @@ description:
     by it through ownerReferences (deleting it deletes them).
   - V(vllm) renders a Deployment (C(vllm serve) with C(--served-model-name), C(--max-model-len),
     C(--gpu-memory-utilization), probes on C(/health), C(nvidia.com/gpu) requests, a memory-backed C(/dev/shm), an
-    C(HF_HOME) weights volume, C(Recreate) strategy because a GPU cannot be shared during a rollout) and a Service,
+    C(HF_HOME) weights cache volume (a node directory by default, O(weights_cache)), C(Recreate) strategy because a
+    GPU cannot be shared during a rollout) and a Service,
     plus an HPA (O(autoscaling)) and a PodDisruptionBudget (O(disruption_budget)). A replica that needs more GPUs than
     one node has (two DGX Sparks) becomes a StatefulSet of ranks pinned to nodes sharing one
     C(tokenfactory.io/fabric) label (C(vllm serve --nnodes/--node-rank/--master-addr), workers C(--headless)).
@@ -94,9 +95,38 @@ options:
             description: Memory quantity.
             type: str
   weights_volume_size:
-    description: Size limit of the weights/Hugging Face cache volume mounted at C(/models).
+    description: Size limit of the weights volume mounted at C(/models) when O(weights_cache.type=emptyDir).
     type: str
     default: 50Gi
+  weights_cache:
+    description:
+      - Where the engine keeps weights and compile caches, mounted at C(/models) (C(HF_HOME=/models/huggingface),
+        C(TORCHINDUCTOR_CACHE_DIR), C(TRITON_CACHE_DIR), C(VLLM_CACHE_ROOT) under it), so that a restarted or
+        rescheduled pod neither downloads nor compiles again. Engines that manage their own storage (NIM) ignore it.
+    type: dict
+    suboptions:
+      type:
+        description:
+          - V(hostPath) - a directory on the node (its NVMe), shared by every replica on that node (default).
+          - V(persistentVolumeClaim) - the claim O(weights_cache.claim_name), a ReadWriteMany volume shared by all
+            nodes, or a ReadWriteOnce one for a single replica.
+          - V(emptyDir) - the pod's own volume of O(weights_volume_size), gone with the pod.
+        type: str
+        default: hostPath
+        choices: [hostPath, persistentVolumeClaim, emptyDir]
+      path:
+        description: The node directory of V(hostPath) (created when missing).
+        type: str
+        default: /var/lib/tokenfactory/models
+      claim_name:
+        description: The PersistentVolumeClaim of V(persistentVolumeClaim), in the deployment's namespace.
+        type: str
+      offline:
+        description:
+          - Set C(HF_HUB_OFFLINE=1) - the engine never asks the hub, the cache must hold the model (revision
+            included). C(playbooks/serve.yml) sets it after its pre-pull filled the cache.
+        type: bool
+        default: false
   context_length:
     description: C(--max-model-len). Defaults to the model's maximum context length.
     type: int
@@ -118,8 +148,8 @@ options:
     elements: str
     default: []
   env:
-    description: Extra environment variables of the engine container (C(HF_TOKEN), C(HF_HOME) and other managed
-      names are rejected).
+    description: Extra environment variables of the engine container (C(HF_TOKEN), C(HF_HOME), C(HF_HUB_OFFLINE), the
+      cache directories and other managed names are rejected).
     type: dict
     default: {}
   autoscaling:

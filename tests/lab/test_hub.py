@@ -72,3 +72,23 @@ def test_with_a_token_every_repository_is_private(tmp_path):
             assert answer.status == 200 and answer.read() == b"{}"
     finally:
         server.shutdown()
+
+
+def test_a_range_read_is_partial_and_the_request_log_counts_only_whole_downloads(tmp_path):
+    """huggingface_hub reads a safetensors header with a Range GET (vLLM's metadata look): a 206, not a download."""
+    (tmp_path / "org" / "tiny").mkdir(parents=True)
+    (tmp_path / "org" / "tiny" / "model.safetensors").write_bytes(bytes(range(200)))
+    server = Hub(("127.0.0.1", 0), tmp_path)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/org/tiny/resolve/main/model.safetensors"
+    try:
+        request = urllib.request.Request(url, headers={"Range": "bytes=8-15"})
+        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
+            assert answer.status == 206 and answer.read() == bytes(range(8, 16))
+            assert answer.headers["Content-Range"] == "bytes 8-15/200"
+        assert server.downloads() == []
+        assert get(url)[2] == bytes(range(200))
+        assert server.downloads() == ["/org/tiny/resolve/main/model.safetensors"]
+        assert [(method, status) for method, _path, status in server.requests] == [("GET", "206"), ("GET", "200")]
+    finally:
+        server.shutdown()

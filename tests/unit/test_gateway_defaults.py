@@ -55,3 +55,15 @@ def test_serve_yml_passes_the_gateway_settings_without_defaults_of_its_own():
             "namespace": "{{ gateway_namespace | default(omit) }}",
             "port": "{{ gateway_port | default(omit) }}",
         }
+
+
+def test_serve_settings_for_the_weights_cache_are_the_domain_and_engine_defaults():
+    """serve.yml's pre-pull Jobs write where the engine pods read: the same cache directory and the engine's image."""
+    from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import vllm
+
+    defaults = yaml.safe_load((ROOT / "roles/settings/defaults/main.yml").read_text())
+    cache = domain.FIELDS["ModelDeployment"]["weights_cache"]["options"]
+    assert defaults["tf_weights_cache"] == {"type": cache["type"]["default"], "path": cache["path"]["default"]}
+    repository, tag = vllm.DEFAULT_IMAGE
+    assert f"'{repository}'" in defaults["tf_weights_prepull_image"]
+    assert f"'{tag}'" in defaults["tf_weights_prepull_image"]

@@ -24,6 +24,7 @@ ENV_NAME_RE = _compiled("envName")
 SERVED_NAME_RE = _compiled("servedName")
 IMAGE_TAG_RE = _compiled("imageTag")
 CURRENCY_RE = _compiled("currency")
+ABSOLUTE_PATH_RE = _compiled("absolutePath")
 SOURCE_RE = {kind: re.compile(facts["source"]) for kind, facts in domain.PROVIDER_TYPES.items()}
 
 BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -115,6 +116,12 @@ def image_tag(field, value):
     return value
 
 
+def absolute_path(field, value):
+    if not isinstance(value, str) or len(value) > 512 or not ABSOLUTE_PATH_RE.match(value) or "/../" in value + "/":
+        raise ValidationError(field, f"{value!r} is not an absolute path (/dir/..., letters, digits, _ . + -; no '..')")
+    return value
+
+
 def model_source(field, value, provider_type):
     pattern, expected = SOURCE_RE[provider_type], domain.PROVIDER_TYPES[provider_type]["sourceExample"]
     if not isinstance(value, str) or not pattern.match(value):
@@ -187,6 +194,7 @@ FORMAT_CHECKS = {
     "envName": env_name,
     "servedName": served_name,
     "imageTag": image_tag,
+    "absolutePath": absolute_path,
 }
 
 

@@ -64,6 +64,9 @@ def deployment_spec(params):
         raise ValidationError(
             "autoscaling", f"min_replicas {scaling['minReplicas']} must be <= max_replicas {scaling['maxReplicas']}"
         )
+    cache = spec.get("weightsCache", {})
+    if cache.get("type") == "persistentVolumeClaim" and not cache.get("claimName"):
+        raise ValidationError("weights_cache.claim_name", "is required with weights_cache.type persistentVolumeClaim")
     budget = spec.get("disruptionBudget")
     if budget and budget["minAvailable"] > max(spec["replicas"], (scaling or {}).get("minReplicas", 0)):
         raise ValidationError(

@@ -46,6 +46,8 @@ ROUTABLE_PHASES = [READY]
 
 # ---- enums ------------------------------------------------------------------------------------------
 COMPUTE_PROFILES = ["gpu", "cpu"]
+# Volumes of a ModelDeployment's weights cache (ModelDeployment.spec.weightsCache.type).
+WEIGHTS_CACHE_TYPES = ["hostPath", "persistentVolumeClaim", "emptyDir"]
 # Per provider type: the source format the Model must use, the env variable engines read the credential from and
 # the one that points them at Provider.spec.url (a mirror of the hub, an S3 endpoint) when it is set.
 PROVIDER_TYPES = {
@@ -98,6 +100,7 @@ FORMATS = {
     "envName": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
     "servedName": {"pattern": r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$", "maxLength": 256},
     "imageTag": {"pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"},
+    "absolutePath": {"pattern": r"^(/[A-Za-z0-9_.+-]+)+$", "maxLength": 512},
 }
 
 # ---- limits ----------------------------------------------------------------------------------------
@@ -281,6 +284,29 @@ FIELDS = {
             "format": "quantity",
             "atLeast": "1Gi",
             "default": "50Gi",
+        },
+        # Where weights and compile caches live: a directory on the node (its NVMe), shared by the replicas there, a
+        # claim (a per-node or a ReadWriteMany volume), or the pod's own emptyDir (gone with the pod).
+        "weights_cache": {
+            "field": "weightsCache",
+            "type": "object",
+            "options": {
+                "type": {"field": "type", "type": "string", "enum": WEIGHTS_CACHE_TYPES, "default": "hostPath"},
+                "path": {
+                    "field": "path",
+                    "type": "string",
+                    "format": "absolutePath",
+                    "default": "/var/lib/tokenfactory/models",
+                },
+                "claim_name": {"field": "claimName", "type": "string", "format": "dnsSubdomain"},
+                "offline": {"field": "offline", "type": "boolean", "default": False},
+            },
+            "rules": [
+                [
+                    "self.type != 'persistentVolumeClaim' || has(self.claimName)",
+                    "type persistentVolumeClaim needs claimName",
+                ]
+            ],
         },
         "context_length": {"field": "contextLength", "type": "integer", "minimum": 16, "maximum": 10_000_000},
         "gpu_memory_utilization": {"field": "gpuMemoryUtilization", "type": "number", "minimum": 0.05, "maximum": 0.95},

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.objects import owner_reference
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.domain import (
+    FIELDS,
     MANAGED_BY,
     PROGRESSING,
     PROVIDER_TYPES,
@@ -25,8 +26,17 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 MODEL_DEPLOYMENT_LABEL = "tokenfactory.io/model-deployment"
 CREDENTIAL_ENV = {kind: facts["credentialEnv"] for kind, facts in PROVIDER_TYPES.items()}
 URL_ENV = {kind: facts["urlEnv"] for kind, facts in PROVIDER_TYPES.items() if "urlEnv" in facts}
+# The caches under the weights volume: Hugging Face (weights), torch.compile/Inductor, Triton kernels, vLLM's own
+# (its torch.compile artifacts): a pod restarted or rescheduled on the node neither downloads nor compiles again.
+CACHE_ENV = {
+    "HF_HOME": "huggingface",
+    "TORCHINDUCTOR_CACHE_DIR": "torchinductor",
+    "TRITON_CACHE_DIR": "triton",
+    "VLLM_CACHE_ROOT": "vllm",
+}
+WEIGHTS_CACHE_OPTIONS = FIELDS["ModelDeployment"]["weights_cache"]["options"]
 # Environment variables the module sets itself; the env option may not override them.
-RESERVED_ENV = frozenset({"HF_HOME", "NODE_RANK", *CREDENTIAL_ENV.values(), *URL_ENV.values()})
+RESERVED_ENV = frozenset({*CACHE_ENV, "HF_HUB_OFFLINE", "NODE_RANK", *CREDENTIAL_ENV.values(), *URL_ENV.values()})
 
 
 def labels(md_name, engine):
@@ -89,8 +99,33 @@ def user_env(spec):
     return [{"name": e["name"], "value": e.get("value", "")} for e in spec.get("env", [])]
 
 
+def weights_cache(spec):
+    """spec.weightsCache with the domain's defaults for what it leaves out (hostPath on the node by default)."""
+    defaults = {entry["field"]: entry["default"] for entry in WEIGHTS_CACHE_OPTIONS.values() if "default" in entry}
+    return {**defaults, **spec.get("weightsCache", {})}
+
+
+def cache_env(spec):
+    """Where the caches live; HF_HUB_OFFLINE=1 once the cache holds the model (weightsCache.offline)."""
+    env = [{"name": name, "value": f"{WEIGHTS_MOUNT}/{directory}"} for name, directory in CACHE_ENV.items()]
+    if weights_cache(spec)["offline"]:
+        env.append({"name": "HF_HUB_OFFLINE", "value": "1"})
+    return env
+
+
+def weights_volume(spec):
+    """The volume at WEIGHTS_MOUNT: the node's cache directory (shared by the replicas on that node), a claim, or
+    the pod's own emptyDir."""
+    cache = weights_cache(spec)
+    if cache["type"] == "hostPath":
+        return {"name": "weights", "hostPath": {"path": cache["path"], "type": "DirectoryOrCreate"}}
+    if cache["type"] == "persistentVolumeClaim":
+        return {"name": "weights", "persistentVolumeClaim": {"claimName": cache["claimName"]}}
+    return {"name": "weights", "emptyDir": {"sizeLimit": spec.get("weightsVolumeSize", "50Gi")}}
+
+
 def container_env(spec, provider):
-    return [{"name": "HF_HOME", "value": f"{WEIGHTS_MOUNT}/huggingface"}, *provider_env(provider), *user_env(spec)]
+    return [*cache_env(spec), *provider_env(provider), *user_env(spec)]
 
 
 def resources(spec, gpus_per_pod):
@@ -138,7 +173,7 @@ def pod_spec(spec, provider, plan, image, command, args, extra_env=()):
         ],
         "volumes": [
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}},
-            {"name": "weights", "emptyDir": {"sizeLimit": spec.get("weightsVolumeSize", "50Gi")}},
+            weights_volume(spec),
         ],
     }
 

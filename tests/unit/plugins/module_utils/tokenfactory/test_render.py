@@ -1,6 +1,7 @@
 """Renderers: vLLM Deployment/StatefulSet/Service/HPA/PDB, NIMService, DynamoGraphDeployment."""
 
 import pytest
+from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.checks import ValidationError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import deployment_spec
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import render, upstream_url
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import inventory
@@ -55,7 +56,7 @@ def test_vllm_deployment_has_engine_essentials():
         assert container[probe]["httpGet"]["path"] == "/health"
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
-    assert volumes["weights"]["emptyDir"]["sizeLimit"] == "50Gi"
+    assert volumes["weights"]["hostPath"] == {"path": "/var/lib/tokenfactory/models", "type": "DirectoryOrCreate"}
     env = {e["name"]: e for e in container["env"]}
     assert env["HF_HOME"]["value"] == "/models/huggingface"
     assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf-credentials", "key": "token"}
@@ -71,6 +72,77 @@ def test_vllm_deployment_has_engine_essentials():
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def engine_pod(obj):
+    workload = rendered(obj, compute_cluster=PAIR if obj["spec"]["gpusPerReplica"] > 1 else SINGLE)[-2]
+    pod = workload["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    return env, mounts["weights"], {v["name"]: v for v in pod["volumes"]}["weights"]
+
+
+@pytest.mark.parametrize("gpus", [1, 2])  # a Deployment, and the StatefulSet of ranks of a Spark pair
+def test_weights_and_compile_caches_live_on_the_nodes_directory_shared_by_its_replicas(gpus):
+    env, mount, volume = engine_pod(md(gpus_per_replica=gpus))
+    assert volume == {
+        "name": "weights",
+        "hostPath": {"path": "/var/lib/tokenfactory/models", "type": "DirectoryOrCreate"},
+    }
+    assert {
+        name: env[name] for name in ("HF_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT")
+    } == {
+        "HF_HOME": f"{mount}/huggingface",
+        "TORCHINDUCTOR_CACHE_DIR": f"{mount}/torchinductor",
+        "TRITON_CACHE_DIR": f"{mount}/triton",
+        "VLLM_CACHE_ROOT": f"{mount}/vllm",
+    }
+    assert "HF_HUB_OFFLINE" not in env
+
+
+@pytest.mark.parametrize(
+    ("cache", "volume"),
+    [
+        (
+            {"type": "hostPath", "path": "/nvme/models"},
+            {"hostPath": {"path": "/nvme/models", "type": "DirectoryOrCreate"}},
+        ),
+        (
+            {"type": "persistentVolumeClaim", "claim_name": "models-rwx"},
+            {"persistentVolumeClaim": {"claimName": "models-rwx"}},
+        ),
+        ({"type": "emptyDir"}, {"emptyDir": {"sizeLimit": "50Gi"}}),
+    ],
+)
+def test_the_cache_can_be_another_node_directory_a_claim_or_the_pods_own(cache, volume):
+    _, _, rendered_volume = engine_pod(md(weights_cache={"offline": False, "path": None, "claim_name": None, **cache}))
+    assert rendered_volume == {"name": "weights", **volume}
+
+
+def test_offline_once_the_cache_is_complete():
+    env, _, _ = engine_pod(md(weights_cache={"type": "hostPath", "path": None, "claim_name": None, "offline": True}))
+    assert env["HF_HUB_OFFLINE"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("cache", "field", "message"),
+    [
+        ({"type": "persistentVolumeClaim"}, "weights_cache.claim_name", "is required with weights_cache.type"),
+        ({"type": "hostPath", "path": "models"}, "weights_cache.path", "'models' is not an absolute path"),
+        ({"type": "hostPath", "path": "/var/../etc"}, "weights_cache.path", "no '..'"),
+    ],
+)
+def test_a_bad_cache_names_the_field(cache, field, message):
+    with pytest.raises(ValidationError, match=message) as error:
+        md(weights_cache={"offline": False, "path": None, "claim_name": None, **cache})
+    assert error.value.field == field
+
+
+@pytest.mark.parametrize("name", ["HF_HUB_OFFLINE", "TRITON_CACHE_DIR"])
+def test_the_cache_env_is_the_modules(name):
+    with pytest.raises(ValidationError, match="is managed by the module"):
+        md(env={name: "x"})
 
 
 def test_service_selects_the_engine_pods():
