@@ -110,7 +110,7 @@ def summary(runner, lanes) -> int:
     for lane in lanes:
         print(f"lane {lane.name}: {sum(r[2] for r in lane.results):.0f} s of tiers")
     print(f"wall time: {time.monotonic() - runner.start:.0f} s")
-    failed = [(tier, verdict) for _, tier, verdict, _, _ in rows if verdict != "PASS"]
+    failed = [(row[1], row[2]) for row in rows if row[2] != "PASS"]
     for tier, verdict in failed:
         if verdict != "FAIL":
             continue
