@@ -83,7 +83,7 @@ def test_spend_is_rebuilt_from_the_ledger_when_redis_loses_it(gateway_factory, u
     key = gw.create_key("acme")
     put_budget(gw, "/tenants/acme", {"period": "day", "tokens": 2 * SPENT + RESERVED - 1})
     client = openai.OpenAI(base_url=gw.replicas[0].url + "/v1", api_key=key, max_retries=0)
-    for _ in range(2):
+    for _request in range(2):
         client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=8)
     wait_until(lambda: gw.sql("SELECT count(*) FROM usage_records") == "2", 10, "ledger")
     store = redis.Redis.from_url(redis_server.url)

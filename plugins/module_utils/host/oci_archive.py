@@ -30,7 +30,7 @@ def oci_architecture(machine):
 
 
 def _blob(members, archive, digest):
-    algorithm, _, hexdigest = digest.partition(":")
+    algorithm, hexdigest = digest.split(":", 1) if ":" in digest else (digest, "")
     name = f"blobs/{algorithm}/{hexdigest}"
     member = members.get(name)
     if member is None:

@@ -42,7 +42,7 @@ def usage_of_route(route: str, body: bytes) -> tuple[int, int] | None:
     if not isinstance(usage, dict):
         return None
     counts = [0 if name is None else usage.get(name) for name in USAGE_FIELDS[route]]
-    if not all(type(c) is int and 0 <= c <= MAX_USAGE_TOKENS for c in counts):
+    if not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= MAX_USAGE_TOKENS for c in counts):
         return None
     return counts[0], counts[1]
 

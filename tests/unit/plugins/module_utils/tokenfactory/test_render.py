@@ -116,12 +116,12 @@ def test_weights_and_compile_caches_live_on_the_nodes_directory_shared_by_its_re
     ],
 )
 def test_the_cache_can_be_another_node_directory_a_claim_or_the_pods_own(cache, volume):
-    _, _, rendered_volume = engine_pod(md(weights_cache={"offline": False, "path": None, "claim_name": None, **cache}))
+    rendered_volume = engine_pod(md(weights_cache={"offline": False, "path": None, "claim_name": None, **cache}))[2]
     assert rendered_volume == {"name": "weights", **volume}
 
 
 def test_offline_once_the_cache_is_complete():
-    env, _, _ = engine_pod(md(weights_cache={"type": "hostPath", "path": None, "claim_name": None, "offline": True}))
+    env = engine_pod(md(weights_cache={"type": "hostPath", "path": None, "claim_name": None, "offline": True}))[0]
     assert env["HF_HUB_OFFLINE"] == "1"
 
 
