@@ -145,8 +145,10 @@ options:
         O(metrics_context), so a controller outside the cluster charts KV cache and queue;
         O(metrics_url) must then be a Service URL C(http(s)://NAME.NAMESPACE.svc[:PORT]/PATH) and the
         credentials need C(get) on C(services/proxy). Needs the kubernetes Python client.
+      - V(auto) is V(api_server) when O(metrics_url) is a Service URL, else V(direct) (an engine outside the
+        cluster, a port-forward URL).
     type: str
-    choices: [direct, api_server]
+    choices: [direct, api_server, auto]
     default: direct
   metrics_kubeconfig:
     description:
@@ -373,7 +375,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client impo
     KubeClient,
     require_kubernetes,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.service_proxy import ProxiedMetrics
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.service_proxy import ProxiedMetrics, is_service_url
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest import memory_bound
 from ansible_collections.tokenfactory.spark.plugins.module_utils.loadtest.validation import plan, run_validation
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.inventory import MEMORY_BANDWIDTH_GBPS
@@ -409,7 +411,7 @@ ARGUMENT_SPEC = {
     "max_duration": {"type": "float", "default": 300},
     "metrics_url": {"type": "str"},
     "metrics_token": {"type": "str", "no_log": True},
-    "metrics_via": {"type": "str", "choices": ["direct", "api_server"], "default": "direct"},
+    "metrics_via": {"type": "str", "choices": ["direct", "api_server", "auto"], "default": "direct"},
     "metrics_kubeconfig": {"type": "raw", "no_log": True},
     "metrics_context": {"type": "str"},
     "scrape_interval": {"type": "float", "default": 1.0},
@@ -480,7 +482,9 @@ def request_errors_line(result):
 def metrics_proxy(module):
     """The engine's metrics through the API server's service proxy (metrics_via=api_server), else None."""
     params = module.params
-    if params["metrics_via"] != "api_server" or not params["metrics_url"]:
+    if not params["metrics_url"] or params["metrics_via"] == "direct":
+        return None
+    if params["metrics_via"] == "auto" and not is_service_url(params["metrics_url"]):
         return None
     require_kubernetes(module)
     auth = dict.fromkeys(CORE_AUTH_ARG_SPEC)

@@ -17,14 +17,14 @@ def upstream():
         yield engine
 
 
-def validate(tf_lab, upstream, metrics_url):
+def validate(tf_lab, upstream, metrics_url, via="api_server"):
     return run_module(
         "validate_deployment",
         None,
         base_url=f"{upstream.base_url}/v1",
         model="tiny",
         metrics_url=metrics_url,
-        metrics_via="api_server",
+        metrics_via=via,
         metrics_kubeconfig=str(tf_lab.kubeconfig),
         num_requests=4,
         concurrency=2,
@@ -47,3 +47,15 @@ def test_a_url_that_is_no_service_fails_naming_the_option(tf_lab, upstream):
     result = validate(tf_lab, upstream, f"{upstream.base_url}/metrics")
     assert result["failed"] and result["msg"].startswith("metrics_via=api_server:")
     assert "is not a cluster Service URL" in result["msg"]
+
+
+def test_auto_reads_a_service_url_through_the_api_server(tf_lab, tf_namespace, upstream):
+    result = validate(tf_lab, upstream, f"http://missing.{tf_namespace}.svc:8000/metrics", via="auto")
+    assert result["validation"]["server"]["errors"][0].startswith("API server service proxy /api/v1/namespaces/")
+
+
+def test_auto_dials_any_other_url_itself(tf_lab, upstream):
+    result = validate(tf_lab, upstream, f"{upstream.base_url}/metrics", via="auto")
+    assert not result.get("failed"), result.get("msg")
+    server = result["validation"]["server"]
+    assert server["scraped"], server

@@ -18,15 +18,21 @@ _SERVICE_HOST = re.compile(
 )
 
 
+def is_service_url(url):
+    """Whether `url` names a cluster Service (http(s)://NAME.NAMESPACE.svc[.cluster.local][:PORT]/PATH)."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(_SERVICE_HOST.match(parts.hostname or ""))
+
+
 def service_proxy_path(url):
     """The API server path that proxies `url`; ValueError unless `url` names a Service (NAME.NAMESPACE.svc)."""
-    parts = urllib.parse.urlsplit(url)
-    match = _SERVICE_HOST.match(parts.hostname or "")
-    if parts.scheme not in ("http", "https") or not match:
+    if not is_service_url(url):
         raise ValueError(
             f"{url!r} is not a cluster Service URL (http(s)://NAME.NAMESPACE.svc[:PORT]/PATH); the API server's "
             "service proxy reaches only Services"
         )
+    parts = urllib.parse.urlsplit(url)
+    match = _SERVICE_HOST.match(parts.hostname)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     scheme = "https:" if parts.scheme == "https" else ""
     service = urllib.parse.quote(f"{scheme}{match['name']}:{port}", safe=":")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.service_proxy import service_proxy_path
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.service_proxy import is_service_url, service_proxy_path
 
 
 @pytest.mark.parametrize(
@@ -19,6 +19,7 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.service_pro
     ],
 )
 def test_service_urls_map_to_the_proxy_path(url, path):
+    assert is_service_url(url)
     assert service_proxy_path(url) == path
 
 
@@ -27,5 +28,6 @@ def test_service_urls_map_to_the_proxy_path(url, path):
     ["http://127.0.0.1:8000/metrics", "http://qwen.tf:8000/metrics", "ftp://qwen.tf.svc/metrics", "http://Q_.tf.svc/m"],
 )
 def test_other_urls_are_refused_naming_the_form(url):
+    assert not is_service_url(url)
     with pytest.raises(ValueError, match=r"is not a cluster Service URL \(http\(s\)://NAME.NAMESPACE.svc"):
         service_proxy_path(url)
