@@ -17,17 +17,26 @@ def recap(stdout):
     return play_recap(stdout)["localhost"]
 
 
-def test_serve_playbook_creates_the_walkthrough_objects(tf_lab):
+def test_serve_playbook_creates_the_walkthrough_objects(tf_lab, tmp_path):
     namespace = f"serve-{uuid.uuid4().hex[:6]}"
     extra = [
         "-i",
         ROOT / "inventories/spark-single",
         "-e",
         f"tf_kubeconfig={tf_lab.kubeconfig} tf_namespace={namespace} tf_cluster_name=spark tf_serve_wait_timeout=120",
+        "-e",
+        f"tf_site_ca_dir={tmp_path / 'site-ca'}",
     ]
     first = run_playbook(ROOT / "playbooks/serve.yml", *extra)
     assert recap(first.stdout)["changed"] >= 6
-    assert "qwen2-0.5b-instruct is Ready on spark-01; OPENAI_BASE_URL=http://llm.example.com/v1" in first.stdout
+    # As shipped: TLS from the site CA the run created (and names), on the first Spark's address.
+    said = " ".join(first.stdout.split())
+    assert (
+        "qwen2-0.5b-instruct is Ready on spark-01; OPENAI_BASE_URL=https://192.0.2.11/v1; clients trust the site CA "
+        f"{tmp_path / 'site-ca/ca.crt'}"
+    ) in said, first.stdout[-4000:]
+    made = sorted(p.name for p in (tmp_path / "site-ca").iterdir())
+    assert made == ["ca.crt", "ca.key", "endpoint.crt", "endpoint.key"], made
     deployment = tf_lab.kube.get(kinds.MODEL_DEPLOYMENT, "qwen2-0-5b-instruct", namespace)
     assert deployment["status"]["phase"] == "Ready"
     assert deployment["status"]["servedModelName"] == "qwen2-0.5b-instruct"

@@ -6,6 +6,7 @@ The node is cordoned first so the rollout stays Pending (the scheduler's own mes
 the node is uncordoned (kwok runs the pod: Ready), or the pod's status is set the way a kubelet reports an image
 pull failure or an OOM-killed crash loop before it is scheduled; kwok leaves a pod that has an IP alone."""
 
+import pathlib
 import json
 import re
 import subprocess
@@ -48,7 +49,9 @@ def cordon(client, unschedulable):
 def start_serve(tf_lab, namespace):
     extra = (
         f"tf_kubeconfig={tf_lab.kubeconfig} tf_namespace={namespace} tf_cluster_name=spark "
-        "tf_serve_wait_timeout=90 tf_serve_wait_delay=1"
+        "tf_serve_wait_timeout=90 tf_serve_wait_delay=1 "
+        # The site CA (TLS as shipped) in the lab cluster's own directory, not the user's HOME.
+        f"tf_site_ca_dir={pathlib.Path(tf_lab.kubeconfig).parent / ('site-ca-' + namespace)}"
     )
     cmd = [BIN / "ansible-playbook", ROOT / "playbooks/serve.yml", "-i", ROOT / "inventories/spark-single", "-e", extra]
     return subprocess.Popen(
