@@ -28,14 +28,19 @@ def operator_crd():
     return yaml.safe_load((REPO_ROOT / out.stdout.strip() / "monitoring.coreos.com_prometheusrules.yaml").read_text())
 
 
-def apply_role(tmp_path, kubeconfig, **role_vars):
+STORAGE_CLASS = ResourceType("storage.k8s.io/v1", "StorageClass", "storageclasses")
+
+
+def apply_role(tmp_path, kubeconfig, check=True, **role_vars):
     playbook = tmp_path / "observability.yml"
     role = {"role": "tokenfactory.spark.observability", "vars": {
         "observability_kubeconfig": str(kubeconfig), "observability_storage_mode": "host_path",
         "observability_host_path_node": "spark-01", "observability_wait_timeout": 120, **role_vars}}  # fmt: skip
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "roles": [role]}]))
-    proc = run_playbook(playbook, "-i", "localhost,", "-c", "local", extra_env={"ANSIBLE_NOCOLOR": "1"}, timeout=900)
-    return changed_count(proc.stdout, proc.stderr)
+    proc = run_playbook(
+        playbook, "-i", "localhost,", "-c", "local", extra_env={"ANSIBLE_NOCOLOR": "1"}, timeout=900, check=check
+    )
+    return changed_count(proc.stdout, proc.stderr) if check else proc
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +81,29 @@ def test_a_second_run_changes_nothing(applied):
     assert first > 0 and second == 0, applied["changed"]
 
 
+def test_a_pvc_without_a_storage_class_fails_before_anything_changes(applied):
+    """The lab's API server has no StorageClass, as a bare Spark: the claim would stay Pending."""
+    assert applied["kube"].list(STORAGE_CLASS) == []
+    proc = apply_role(applied["tmp"], applied["kubeconfig"], check=False, observability_storage_mode="pvc")
+    assert proc.returncode != 0
+    assert "observability_storage_mode=pvc needs a StorageClass, and the cluster has no default one" in proc.stdout
+    after = applied["kube"].get(STATEFUL_SET, "tokenfactory-prometheus", NAMESPACE)
+    assert after["metadata"]["uid"] == applied["sts"]["metadata"]["uid"]
+    assert "volumeClaimTemplates" not in after["spec"]
+
+
 def test_changing_the_storage_mode_replaces_the_statefulset(applied):
     before = applied["sts"]
     assert "volumeClaimTemplates" not in before["spec"]
-    apply_role(applied["tmp"], applied["kubeconfig"], observability_storage_mode="pvc", observability_wait=False)
+    default_class = {"storageclass.kubernetes.io/is-default-class": "true"}
+    applied["kube"].apply({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "provisioner": "tokenfactory.test/none",
+        "metadata": {"name": "lab-default", "annotations": default_class},
+    })  # fmt: skip
+    try:
+        apply_role(applied["tmp"], applied["kubeconfig"], observability_storage_mode="pvc", observability_wait=False)
+    finally:
+        applied["kube"].delete(STORAGE_CLASS, "lab-default")
     after = applied["kube"].get(STATEFUL_SET, "tokenfactory-prometheus", NAMESPACE)
     assert after["metadata"]["uid"] != before["metadata"]["uid"]
     assert after["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "20Gi"

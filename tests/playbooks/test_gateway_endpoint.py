@@ -153,3 +153,15 @@ def test_admin_access_reads_the_token_and_the_admin_node_port_url(tf_lab, tmp_pa
     # Where the node IPs are not the controller's way to the nodes (a Spark pair's are its link addresses).
     run_playbook(book, "-i", "localhost,", "-c", "local", "-e", "gateway_admin_node_address=192.0.2.11")
     assert json.loads(facts.read_text())["url"] == "http://192.0.2.11:30081"
+
+
+def test_postgres_on_a_pvc_without_a_storage_class_fails_in_preflight_with_nothing_created(tf_lab, tmp_path):
+    """The lab's API server has no StorageClass, as a bare Spark: the role stops before its first object."""
+    namespace = tf_lab.namespace()
+    extra = {"gateway_postgres_mode": "in_cluster", "gateway_postgres_storage_mode": "pvc"}
+    run = play(tmp_path, tf_lab, namespace, "main", extra, check=False)
+    assert run.returncode != 0
+    assert "gateway_postgres_storage_mode=pvc needs a StorageClass, and the cluster has no default one" in run.stdout
+    assert play_recap(run.stdout)["localhost"]["changed"] == 0
+    assert tf_lab.kube.list(SECRET, f"{namespace}-gw") == []
+    assert tf_lab.kube.list(DEPLOYMENT, f"{namespace}-gw") == []

@@ -96,3 +96,19 @@ def test_the_admin_api_is_reachable_from_the_controller_but_not_on_the_public_po
 def test_stores_are_node_local_on_a_bare_spark(seen):
     assert seen["postgres_storage"] == seen["prometheus_storage"] == "host_path"
     assert seen["postgres_node"] == seen["control_plane"][0]
+
+
+def test_a_certificate_without_its_key_in_the_vault_fails_naming_the_vault_value(tmp_path):
+    vault = yaml.safe_load((ROOT / "inventories/spark-single/group_vars/all/vault.yml.example").read_text())
+    vault["vault_endpoint_tls_cert"] = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    (tmp_path / "vault.yml").write_text(yaml.safe_dump(vault))
+    book = tmp_path / "settings.yml"
+    play = {"hosts": "controller", "gather_facts": False, "roles": ["tokenfactory.spark.settings"]}
+    book.write_text(yaml.safe_dump([play]))
+    run = run_playbook(
+        book, "-i", ROOT / "inventories/spark-single", "-e", f"@{tmp_path / 'vault.yml'}",
+        extra_env={"HOME": str(tmp_path)}, check=False,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "vault_endpoint_tls_cert and vault_endpoint_tls_key" in run.stdout and "the key is empty" in run.stdout
+    assert "MIIB" not in run.stdout + run.stderr

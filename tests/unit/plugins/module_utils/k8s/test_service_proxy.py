@@ -2,7 +2,10 @@
 
 import pytest
 
-from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.service_proxy import is_service_url, service_proxy_path
+from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.service_proxy import (
+    is_service_url,
+    service_proxy_path,
+)
 
 
 @pytest.mark.parametrize(
