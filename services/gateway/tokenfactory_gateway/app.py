@@ -24,6 +24,7 @@ from .invalidation import AuthInvalidation
 from .keys import KeyCache
 from .metering import MeterWriter
 from .metrics import Metrics
+from .portal import Portal
 from .proxy import Proxy
 from .ratelimit import RateLimiter
 from .runtime import RuntimeProbe
@@ -255,6 +256,7 @@ def build_apps(gw: Gateway) -> tuple[web.Application, web.Application]:
             web.get("/v1/models", gw.proxy.models),
             web.get("/v1/models/{model}", gw.proxy.model),
             web.get("/v1/usage", self_usage),
+            *Portal(gw).routes(),  # tenant portal: its own routes, off the proxied requests' path
         ]
     )
     internal.add_routes(

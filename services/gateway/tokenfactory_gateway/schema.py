@@ -67,6 +67,11 @@ MIGRATIONS = (
     );
     INSERT INTO auth_changes VALUES (1, 0, 0);
     """,
+    # A key's scope (store.KEY_SCOPES): "inference" calls the OpenAI routes; "tenant_admin" also manages the
+    # tenant's keys and sees the whole tenant's usage in the portal (/portal/).
+    """
+    ALTER TABLE api_keys ADD COLUMN scope text NOT NULL DEFAULT 'inference';
+    """,
 )
 
 LOCK_ID = 0x7466_6777  # "tfgw"

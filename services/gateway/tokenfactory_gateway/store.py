@@ -15,6 +15,8 @@ from .keys import generate_key, hash_key
 TENANT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 LIMIT_FIELDS = tuple(domain.LIMIT_FIELDS)
+# "inference": the OpenAI routes; "tenant_admin": also the portal's key management and the whole tenant's usage.
+KEY_SCOPES = ("inference", "tenant_admin")
 
 
 class DryRun(Exception):
@@ -71,6 +73,7 @@ def key_view(row) -> dict:
         "tenant": row["tenant"],
         "name": row["name"],
         "prefix": row["prefix"],
+        "scope": row["scope"],
         "limits": {f: row[f] for f in LIMIT_FIELDS},
         "created_at": _iso(row["created_at"]),
         "expires_at": _iso(row["expires_at"]),
@@ -169,14 +172,17 @@ class Store:
     async def put_key(self, tenant, name, body, dry_run) -> tuple[dict | None, dict, str | None]:
         """Create the tenant's active key `name` (returning its value once) or update its limits/expiry."""
         check_name(name, KEY_NAME, "key name")
-        unknown = set(body) - {"limits", "expires_at"}
+        unknown = set(body) - {"limits", "expires_at", "scope"}
         if unknown:
-            raise ApiError(400, f"unknown key field(s) {sorted(unknown)}; allowed: expires_at, limits")
+            raise ApiError(400, f"unknown key field(s) {sorted(unknown)}; allowed: expires_at, limits, scope")
         limits = check_limits(body["limits"]) if "limits" in body else None
         expires = parse_time(body.get("expires_at"), "expires_at") if "expires_at" in body else ...
-        return await self._in_tx(dry_run, self._put_key, tenant, name, limits, expires)
+        scope = body.get("scope")
+        if scope is not None and scope not in KEY_SCOPES:
+            raise ApiError(400, f"scope must be one of {list(KEY_SCOPES)}, got {scope!r}", param="scope")
+        return await self._in_tx(dry_run, self._put_key, tenant, name, limits, expires, scope)
 
-    async def _put_key(self, conn, tenant, name, limits, expires):
+    async def _put_key(self, conn, tenant, name, limits, expires, scope=None):
         if await self._tenant(conn, tenant, lock=True) is None:
             raise ApiError(404, f"tenant {tenant!r} not found", code="tenant_not_found")
         row = await conn.fetchrow(
@@ -187,7 +193,7 @@ class Store:
             limits = limits or dict.fromkeys(LIMIT_FIELDS, 0)
             row = await conn.fetchrow(
                 """INSERT INTO api_keys (id, tenant, name, prefix, hash, requests_per_minute, tokens_per_minute,
-                   expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *""",
+                   expires_at, scope) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *""",
                 uuid.uuid4(),
                 tenant,
                 name,
@@ -196,17 +202,19 @@ class Store:
                 limits["requests_per_minute"],
                 limits["tokens_per_minute"],
                 None if expires is ... else expires,
+                scope or KEY_SCOPES[0],
             )
             return None, key_view(row), value
         before = key_view(row)
         limits = before["limits"] if limits is None else limits
         row = await conn.fetchrow(
-            """UPDATE api_keys SET requests_per_minute = $2, tokens_per_minute = $3, expires_at = $4
+            """UPDATE api_keys SET requests_per_minute = $2, tokens_per_minute = $3, expires_at = $4, scope = $5
                WHERE id = $1 RETURNING *""",
             row["id"],
             limits["requests_per_minute"],
             limits["tokens_per_minute"],
             row["expires_at"] if expires is ... else expires,
+            scope or row["scope"],
         )
         after = key_view(row)
         if before != after:
