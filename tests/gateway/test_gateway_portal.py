@@ -1,14 +1,20 @@
 """Tenant portal (/portal/) over HTTP against real gateway processes, PostgreSQL and Redis: sign-in, usage chart,
 key creation shown once, revocation on both replicas, tenant isolation, cookie flags and CSRF."""
 
+import asyncio
 import http.cookiejar
+import json
+import os
+import pathlib
 import re
+import shutil
 import urllib.parse
 import urllib.request
 
 import openai
 import pytest
 
+from tests.gateway.cdp import Chromium
 from tests.gateway.gateway import deployment_objects
 from tests.gateway.test_gateway_api import MESSAGES, client, wait_ledger
 
@@ -119,3 +125,53 @@ def test_portal_tenant_isolation_and_plain_keys(gw):
     assert 'id="keys"' not in plain_html
     assert plain.go("POST", "/portal/keys", {"name": "y", "csrf": plain.csrf(plain_html)})[0] == 403
     assert Browser(gw.url).go("POST", "/portal/sign-in", {"key": "tfk-wrong"})[0] == 401
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed (scripts/bootstrap installs it)")
+def test_portal_in_headless_chromium(gw, tmp_path):
+    """The real browser: sign in, see the chart after traffic, create a key (shown once), call with it, revoke it;
+    the next call gets 401 on both replicas. Screenshots go to TF_PORTAL_SCREENSHOTS (default: the test's tmp)."""
+    shots = pathlib.Path(os.environ.get("TF_PORTAL_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    c = client(gw, gw.admin_key)
+    for tokens in (3, 5, 8):
+        c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=tokens)
+    wait_ledger(gw, 3)
+
+    async def run():
+        browser = await Chromium().open()
+        try:
+            await browser.navigate(gw.url + "/portal/")
+            await browser.submit(f"document.getElementById('key').value = {json.dumps(gw.admin_key)};"
+                                 "document.getElementById('sign-in').click()")  # fmt: skip
+            assert "acme" in await browser.evaluate("document.getElementById('who').textContent")
+            assert await browser.evaluate("document.querySelectorAll('svg.chart rect').length") >= 3
+            await browser.screenshot(shots / "portal-dashboard.png")
+            cookie = next(k for k in await browser.cookies() if k["name"] == "tf_portal")
+            assert cookie["secure"] and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+            await browser.submit("document.getElementById('new-key-name').value = 'browser';"
+                                 "document.getElementById('create-key').click()")  # fmt: skip
+            value = await browser.evaluate("document.getElementById('new-key').textContent")
+            await browser.screenshot(shots / "portal-key-created.png")
+            await browser.navigate(gw.url + "/portal/")
+            assert value not in await browser.evaluate("document.documentElement.outerHTML")
+            return browser, value
+        except BaseException:
+            await browser.close()
+            raise
+
+    loop = asyncio.new_event_loop()
+    try:
+        browser, value = loop.run_until_complete(run())
+        try:
+            for replica in (0, 1):
+                client(gw, value, replica).chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1)
+            loop.run_until_complete(browser.submit("document.querySelector('button.revoke[data-key=browser]').click()"))
+            loop.run_until_complete(browser.screenshot(shots / "portal-key-revoked.png"))
+            for replica in (0, 1):
+                with pytest.raises(openai.AuthenticationError):
+                    client(gw, value, replica).chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1)
+        finally:
+            loop.run_until_complete(browser.close())
+    finally:
+        loop.close()
