@@ -25,6 +25,7 @@ from .invalidation import AuthInvalidation
 from .keys import KeyCache
 from .metering import MeterWriter
 from .metrics import Metrics
+from .portal import Portal
 from .proxy import Proxy
 from .ratelimit import RateLimiter
 from .runtime import RuntimeProbe
@@ -259,6 +260,7 @@ def build_apps(gw: Gateway) -> tuple[web.Application, web.Application]:
             web.get("/v1/models", gw.proxy.models),
             web.get("/v1/models/{model}", gw.proxy.model),
             web.get("/v1/usage", self_usage),
+            *Portal(gw).routes(),  # tenant portal: its own routes, off the proxied requests' path
             web.route("*", "/v1/{tail:.*}", gw.proxy.unknown),  # last: never forwarded unmetered
         ]
     )

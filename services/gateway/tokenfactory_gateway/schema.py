@@ -74,6 +74,11 @@ MIGRATIONS = (
     ALTER TABLE api_keys ADD COLUMN budget_period text NOT NULL DEFAULT 'month',
         ADD COLUMN budget_amount numeric NOT NULL DEFAULT 0, ADD COLUMN budget_tokens bigint NOT NULL DEFAULT 0;
     """,
+    # A key's scope (store.KEY_SCOPES): "inference" calls the OpenAI routes; "tenant_admin" also manages the
+    # tenant's keys and sees the whole tenant's usage in the portal (/portal/).
+    """
+    ALTER TABLE api_keys ADD COLUMN scope text NOT NULL DEFAULT 'inference';
+    """,
 )
 
 LOCK_ID = 0x7466_6777  # "tfgw"

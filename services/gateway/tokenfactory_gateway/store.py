@@ -16,6 +16,8 @@ from .keys import generate_key, hash_key
 TENANT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 LIMIT_FIELDS = tuple(domain.LIMIT_FIELDS)
+# "inference": the OpenAI routes; "tenant_admin": also the portal's key management and the whole tenant's usage.
+KEY_SCOPES = ("inference", "tenant_admin")
 
 
 class DryRun(Exception):
@@ -73,6 +75,7 @@ def key_view(row) -> dict:
         "tenant": row["tenant"],
         "name": row["name"],
         "prefix": row["prefix"],
+        "scope": row["scope"],
         "limits": {f: row[f] for f in LIMIT_FIELDS},
         "budget": Budget.from_row(row).view(),
         "created_at": _iso(row["created_at"]),
@@ -179,15 +182,18 @@ class Store:
     async def put_key(self, tenant, name, body, dry_run) -> tuple[dict | None, dict, str | None]:
         """Create the tenant's active key `name` (returning its value once) or update its limits/expiry."""
         check_name(name, KEY_NAME, "key name")
-        unknown = set(body) - {"limits", "expires_at", "budget"}
+        unknown = set(body) - {"limits", "expires_at", "budget", "scope"}
         if unknown:
-            raise ApiError(400, f"unknown key field(s) {sorted(unknown)}; allowed: budget, expires_at, limits")
+            raise ApiError(400, f"unknown key field(s) {sorted(unknown)}; allowed: budget, expires_at, limits, scope")
         limits = check_limits(body["limits"]) if "limits" in body else None
         budget = Budget.checked(body["budget"]) if "budget" in body else None
         expires = parse_time(body.get("expires_at"), "expires_at") if "expires_at" in body else ...
-        return await self._in_tx(dry_run, self._put_key, tenant, name, limits, expires, budget)
+        scope = body.get("scope")
+        if scope is not None and scope not in KEY_SCOPES:
+            raise ApiError(400, f"scope must be one of {list(KEY_SCOPES)}, got {scope!r}", param="scope")
+        return await self._in_tx(dry_run, self._put_key, tenant, name, limits, expires, budget, scope)
 
-    async def _put_key(self, conn, tenant, name, limits, expires, budget):
+    async def _put_key(self, conn, tenant, name, limits, expires, budget, scope=None):
         if await self._tenant(conn, tenant, lock=True) is None:
             raise ApiError(404, f"tenant {tenant!r} not found", code="tenant_not_found")
         row = await conn.fetchrow(
@@ -198,8 +204,8 @@ class Store:
             limits = limits or dict.fromkeys(LIMIT_FIELDS, 0)
             row = await conn.fetchrow(
                 """INSERT INTO api_keys (id, tenant, name, prefix, hash, requests_per_minute, tokens_per_minute,
-                   expires_at, budget_period, budget_amount, budget_tokens)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *""",
+                   expires_at, budget_period, budget_amount, budget_tokens, scope)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING *""",
                 uuid.uuid4(),
                 tenant,
                 name,
@@ -209,6 +215,7 @@ class Store:
                 limits["tokens_per_minute"],
                 None if expires is ... else expires,
                 *_budget_columns(budget or Budget()),
+                scope or KEY_SCOPES[0],
             )
             return None, key_view(row), value
         before = key_view(row)
@@ -216,12 +223,13 @@ class Store:
         budget = Budget.from_row(row) if budget is None else budget
         row = await conn.fetchrow(
             """UPDATE api_keys SET requests_per_minute = $2, tokens_per_minute = $3, expires_at = $4,
-               budget_period = $5, budget_amount = $6, budget_tokens = $7 WHERE id = $1 RETURNING *""",
+               budget_period = $5, budget_amount = $6, budget_tokens = $7, scope = $8 WHERE id = $1 RETURNING *""",
             row["id"],
             limits["requests_per_minute"],
             limits["tokens_per_minute"],
             row["expires_at"] if expires is ... else expires,
             *_budget_columns(budget),
+            scope or row["scope"],
         )
         after = key_view(row)
         if before != after:
