@@ -39,7 +39,7 @@ sanity: bootstrap
 	scripts/sanity
 
 unit: bootstrap
-	$(PYTEST) -m "not (lab or engine or gateway or molecule or e2e or slow or observability)" -p no:cacheprovider
+	$(PYTEST) -m "not (lab or engine or gateway or molecule or e2e or rehearsal or slow or observability)" -p no:cacheprovider
 
 ## Local fast path: lint and unit tests only.
 test-fast: lint unit

@@ -3,7 +3,7 @@
 # PostgreSQL, Redis, Prometheus and the CPU vLLM engine as pods, tenant and key, validation over HTTPS through the
 # Endpoint), then the ledger beside the engine's own counters (lab/ledger.yml). A second run changes nothing.
 # `make lab LAB_INVENTORY=inventories/lab-pair`: the same on two podman Sparks cabled by the SIMULATED CX-7 link.
-.PHONY: lab lab-clean test-e2e test-e2e-pair
+.PHONY: lab lab-clean test-e2e test-e2e-pair test-rehearsal
 CLUSTER_TIERS += test-e2e
 LAB_INVENTORY := inventories/lab
 # reports/<inventory name>/<inventory name>.{json,xml,html} (the inventories' tf_lab_reports, which lab-clean removes).
@@ -35,3 +35,9 @@ test-e2e: bootstrap $(LAB_PREREQS)
 ## lab-clean, all with LAB_INVENTORY=inventories/lab-pair.
 test-e2e-pair: bootstrap $(LAB_PREREQS)
 	$(PYTEST) -m e2e_pair -p no:cacheprovider -rP tests/e2e
+
+## The SHIPPED inventories/spark-single end to end on a podman Spark host (marker rehearsal): only the overlay
+## tests/rehearsal/spark-single (address, user, vault from the example, simulation layer) on top; validate PASS over
+## HTTPS with the site CA the collection created, then a second run that changes nothing. Not yet in a lane.
+test-rehearsal: bootstrap $(LAB_PREREQS)
+	$(PYTEST) -m rehearsal -p no:cacheprovider -rP tests/rehearsal
