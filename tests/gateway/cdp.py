@@ -60,7 +60,7 @@ class Chromium:
 
     async def settle(self):
         """Wait until the page (after a navigation or a form submit) has loaded."""
-        for _ in range(200):
+        for _attempt in range(200):
             await asyncio.sleep(0.05)
             if await self.evaluate("document.readyState") == "complete":
                 return
@@ -70,7 +70,7 @@ class Chromium:
         """Run JS that submits a form, then wait for the next page."""
         before = await self.evaluate("performance.timeOrigin")
         await self.evaluate(expression)
-        for _ in range(200):
+        for _attempt in range(200):
             await asyncio.sleep(0.05)
             if await self.evaluate("performance.timeOrigin") != before:
                 break

@@ -71,7 +71,7 @@ def signed_in(gw, key, replica=0):
 
 def test_portal_sign_in_chart_create_call_revoke_on_both_replicas(gw):
     c = client(gw, gw.admin_key)
-    for _ in range(3):
+    for _call in range(3):
         c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4)
     wait_ledger(gw, 3)
     browser, html = signed_in(gw, gw.admin_key)
@@ -81,15 +81,15 @@ def test_portal_sign_in_chart_create_call_revoke_on_both_replicas(gw):
     assert cookie.secure and cookie.has_nonstandard_attr("HttpOnly") and cookie.get_nonstandard_attr("SameSite")
     assert gw.admin_key not in cookie.value
 
-    status, created, _ = browser.go("POST", "/portal/keys", {"name": "fresh", "csrf": browser.csrf(html)})
+    status, created, _headers = browser.go("POST", "/portal/keys", {"name": "fresh", "csrf": browser.csrf(html)})
     assert status == 201, created[:300]
     new_key = re.search(r'id="new-key">(tfk-[^<]+)<', created).group(1)
-    status, again, _ = browser.go("GET", "/portal/")
+    status, again, _headers = browser.go("GET", "/portal/")
     assert status == 200 and new_key not in again and "fresh" in again  # listed, never shown again
     for replica in (0, 1):
         assert client(gw, new_key, replica).chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2)
 
-    status, _html, _ = browser.go("POST", "/portal/keys/fresh/revoke", {"csrf": browser.csrf(again)})
+    status, _html, _headers = browser.go("POST", "/portal/keys/fresh/revoke", {"csrf": browser.csrf(again)})
     assert status == 200
     for replica in (0, 1):
         with pytest.raises(openai.AuthenticationError):
@@ -115,10 +115,10 @@ def test_portal_tenant_isolation_and_plain_keys(gw):
     wait_ledger(gw, 1)
     browser, html = signed_in(gw, gw.admin_key)
     for path in ("/portal/?tenant=globex", "/portal/?range=30d&tenant=globex&key_id=x"):
-        status, page, _ = browser.go("GET", path)
+        status, page, _headers = browser.go("GET", path)
         assert status == 200 and OTHER not in page and "globex" not in page and "theirs" not in page
         assert "<rect" not in page  # acme has no traffic: globex's request is in no chart
-    status, page, _ = browser.go("POST", "/portal/keys/theirs/revoke", {"csrf": browser.csrf(html)})
+    status, page, _headers = browser.go("POST", "/portal/keys/theirs/revoke", {"csrf": browser.csrf(html)})
     assert status == 404
     assert [k["name"] for k in gw.admin("GET", "/tenants/globex/keys")[1]["data"]] == ["theirs"]
     plain, plain_html = signed_in(gw, gw.create_key("acme", "app2"))

@@ -16,7 +16,7 @@ import asyncpg
 import orjson
 import redis.asyncio as aioredis
 from aiohttp import web
-from redis.exceptions import RedisError
+from redis.exceptions import AuthenticationError, RedisError
 
 from . import db, errors, schema, usage
 from .admin import Admin
@@ -30,6 +30,7 @@ from .proxy import Proxy
 from .ratelimit import RateLimiter
 from .runtime import RuntimeProbe
 from .sources import RoutingRefresher, make_source
+from .startup import until_answering
 from .store import Store
 
 ACCESS = logging.getLogger("tokenfactory_gateway.access")
@@ -55,13 +56,12 @@ class Gateway:
 
     async def start(self) -> None:
         cfg = self.cfg
-        self.pool = await db.create_pool(cfg.database_url, cfg.database_timeout)
-        async with self.pool.acquire(timeout=cfg.database_timeout) as conn:
-            await schema.migrate(conn)
+        self.pool = await until_answering("PostgreSQL", self._open_database, db.UNAVAILABLE, cfg.startup_wait_seconds)
         self.redis = aioredis.Redis.from_url(
             cfg.redis_url, socket_timeout=cfg.redis_timeout, socket_connect_timeout=cfg.redis_timeout
         )
-        await self.redis.ping()
+        await until_answering("Redis", self.redis.ping, (RedisError, OSError), cfg.startup_wait_seconds,
+                              permanent=(AuthenticationError,))  # fmt: skip
         pepper = cfg.key_pepper.encode()
         self.keys = KeyCache(self.pool, pepper, cfg.auth_cache_seconds, cfg.database_timeout)
         self.limiter = RateLimiter(self.redis, cfg.redis_key_prefix)
@@ -89,6 +89,17 @@ class Gateway:
         )
         self._settler = asyncio.create_task(self._settle_auth_loop())
         self.runtime.start()
+
+    async def _open_database(self):
+        """A pool whose schema is migrated; nothing left open when a step fails."""
+        pool = await db.create_pool(self.cfg.database_url, self.cfg.database_timeout)
+        try:
+            async with pool.acquire(timeout=self.cfg.database_timeout) as conn:
+                await schema.migrate(conn)
+        except BaseException:
+            pool.terminate()
+            raise
+        return pool
 
     async def stop(self) -> None:
         """After the public listener drained: nothing here may hang (every wait is bounded)."""

@@ -34,6 +34,7 @@ class Config:
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_key_prefix: str = "tf:"
     redis_timeout: float = 2.0
+    startup_wait_seconds: float = 60.0  # start-up retries PostgreSQL and Redis this long before it gives up
     admin_token: str = ""
     key_pepper: str = ""
     # Routing source: "static" (routing_file with Token Factory objects) or "kubernetes".
@@ -119,6 +120,7 @@ def load(path: str | None = None, environ=None) -> Config:
 POSITIVE = (
     "database_timeout",
     "redis_timeout",
+    "startup_wait_seconds",
     "routing_request_timeout",
     "tls_reload_seconds",
     "shutdown_timeout",

@@ -167,8 +167,8 @@ class Portal:
         by_key = await db.bounded(usage.aggregate(gw.pool, plan(["key"])), timeout)
         keys = []
         if current.tenant_admin:
-            last = {r["key_id"]: r["last"] for r in await db.bounded(gw.pool.fetch(LAST_USED_SQL, current.tenant),
-                                                                      timeout)}  # fmt: skip
+            used = await db.bounded(gw.pool.fetch(LAST_USED_SQL, current.tenant), timeout)
+            last = {r["key_id"]: r["last"] for r in used}
             keys = [{**k, "last_used_at": _iso(last.get(uuid.UUID(k["id"])))}
                     for k in await gw.store.list_keys(current.tenant)]  # fmt: skip
         table = gw.routing.table
