@@ -2,6 +2,7 @@
 key creation shown once, revocation on both replicas, tenant isolation, cookie flags and CSRF."""
 
 import asyncio
+import decimal
 import http.cookiejar
 import json
 import os
@@ -175,3 +176,34 @@ def test_portal_in_headless_chromium(gw, tmp_path):
             loop.run_until_complete(browser.close())
     finally:
         loop.close()
+
+
+def test_portal_shows_each_budget_with_what_is_spent_and_left(gw):
+    """Budgets of the tenant (tokens, per day) and of a key (amount, per month): the portal's spent is the ledger's
+    sum for the period, left is the cap minus it; a key without a budget sees only the tenant's."""
+    status, answer = gw.admin(
+        "PUT", "/tenants/acme", {"models": [MODEL], "budget": {"period": "day", "tokens": 100000}}
+    )
+    assert status == 200, answer
+    status, answer = gw.admin("PUT", "/tenants/acme/keys/spender", {"budget": {"period": "month", "amount": "2.50"}})
+    assert status == 201, answer
+    spender = answer["key"]
+    c = client(gw, spender)
+    for _call in range(2):
+        c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4)
+    wait_ledger(gw, 2)
+    tokens = int(gw.sql("SELECT sum(prompt_tokens + completion_tokens) FROM usage_records"))
+    cost = gw.sql("SELECT trim_scale(sum(cost)) FROM usage_records")
+    assert tokens > 0 and cost not in ("", "0")
+
+    _browser, html = signed_in(gw, spender)
+    rows = re.findall(r'<tr class="budget">(.*?)</tr>', html)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows]
+    assert [c[:3] for c in cells] == [["tenant", "day", "tokens"], ["key spender", "month", "amount USD"]], cells
+    assert cells[0][3:6] == ["100000", str(tokens), str(100000 - tokens)], cells
+    left = format(decimal.Decimal("2.50") - decimal.Decimal(cost), "f").rstrip("0").rstrip(".")
+    assert cells[1][3:6] == ["2.5", cost, left], cells
+
+    _browser, html = signed_in(gw, gw.create_key("acme", "plain", models=[MODEL]))
+    rows = re.findall(r'<tr class="budget">(.*?)</tr>', html)
+    assert len(rows) == 1 and "<td>tenant</td>" in rows[0], rows

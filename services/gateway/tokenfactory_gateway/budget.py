@@ -229,6 +229,22 @@ class Budgets:
             if scope.label == "tenant" and spent[2 * i] >= 0:
                 self.show(tenant, scope.budget, int(spent[2 * i]), int(spent[2 * i + 1]))
 
+    async def standing(self, tenant: str, key_id, budget: Budget, now: datetime.datetime) -> dict:
+        """What a budget allows, what the ledger holds as spent in its current period, what is left and when it
+        renews (the portal's view; key_id None: the tenant's budget)."""
+        start, end = period_bounds(budget.period, now)
+        row = await bounded(self.pool.fetchrow(SPENT_SQL, tenant, key_id, start, end, timeout=self.timeout),
+                            self.timeout)  # fmt: skip
+        tokens, cost = int(row["tokens"]), Decimal(row["cost"])
+        return {
+            **budget.view(),
+            "spent_tokens": tokens,
+            "spent_amount": format(cost.normalize(), "f"),
+            "left_tokens": max(budget.tokens - tokens, 0) if budget.tokens else None,
+            "left_amount": format(max(budget.amount - cost, Decimal(0)).normalize(), "f") if budget.amount else None,
+            "renews_at": end.isoformat(),
+        }
+
     def show(self, tenant: str, budget: Budget, tokens: int, cost_nano: int) -> None:
         """tf_gateway_budget_spent / _limit of a tenant (its keys' budgets are not exported: no key labels)."""
         period = budget.period

@@ -1,7 +1,7 @@
 """The portal's HTML: one self-contained page (inline CSS and SVG; no script, no external asset, works offline).
 
 Every value that comes from a request or the database is escaped here. The page is built from sections (usage,
-limits, models, keys), so a later section (budgets) is one more function in `SECTIONS`-style order in `dashboard`.
+limits, budgets, models, keys), one function each, in the order `dashboard` lists them.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def dashboard(view: dict) -> str:
               f"({escape(s.key_prefix)}...)</span>"
               f'<form class="inline" method="post" action="/portal/sign-out"><input type="hidden" name="csrf" '
               f'value="{csrf}"><button type="submit" id="sign-out">Sign out</button></form>')  # fmt: skip
-    parts = [_flash(view), usage_section(view), limits_section(view), models_section(view)]
+    parts = [_flash(view), usage_section(view), limits_section(view), budgets_section(view), models_section(view)]
     if s.tenant_admin:
         parts.append(keys_section(view, csrf))
     return _layout(f"{s.tenant} - Token Factory", "".join(parts), header)
@@ -105,6 +105,26 @@ def limits_section(view) -> str:
     )
     return (f'<section id="limits"><h2>Rate limits</h2><table><tr><th>scope</th><th>requests</th><th>tokens</th>'
             f"</tr>{body}</table></section>")  # fmt: skip
+
+
+def budgets_section(view) -> str:
+    """Each capped budget of the tenant and of this key: cap, spent in the current period, left, renewal."""
+    currencies = sorted({m["pricing"]["currency"] for m in view["models"]})
+    unit = escape(", ".join(currencies)) if currencies else "(the deployment's currency)"
+    rows = []
+    for b in view["budgets"]:
+        units = (("tokens", b["tokens"], b["spent_tokens"], b["left_tokens"]),
+                 (f"amount {unit}", b["amount"], b["spent_amount"], b["left_amount"]))  # fmt: skip
+        for what, cap, spent, left in units:
+            if left is not None:
+                rows.append(f'<tr class="budget"><td>{escape(b["scope"])}</td><td>{escape(b["period"])}</td>'
+                            f"<td>{what}</td><td class=n>{escape(str(cap))}</td><td class=n>{escape(str(spent))}</td>"
+                            f'<td class=n>{escape(str(left))}</td><td>{escape(b["renews_at"])}</td></tr>')  # fmt: skip
+    if not rows:
+        return '<section id="budgets"><h2>Spend budgets</h2><p>No spend budget is set.</p></section>'
+    return ('<section id="budgets"><h2>Spend budgets</h2><table><tr><th>scope</th><th>period</th><th>unit</th>'
+            "<th>budget</th><th>spent</th><th>left</th><th>renews (UTC)</th></tr>"
+            f'{"".join(rows)}</table></section>')  # fmt: skip
 
 
 def models_section(view) -> str:

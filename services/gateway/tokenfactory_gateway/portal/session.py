@@ -14,6 +14,8 @@ import hmac
 import time
 import uuid
 
+from ..budget import Budget
+
 COOKIE = "tf_portal"
 COOKIE_PATH = "/portal/"
 SESSION_SECONDS = 8 * 3600
@@ -21,6 +23,8 @@ SESSION_SECONDS = 8 * 3600
 SESSION_SQL = """
 SELECT k.id, k.tenant, k.name, k.prefix, k.scope, k.requests_per_minute, k.tokens_per_minute,
        t.requests_per_minute AS tenant_rpm, t.tokens_per_minute AS tenant_tpm,
+       k.budget_period, k.budget_amount, k.budget_tokens, t.budget_period AS t_budget_period,
+       t.budget_amount AS t_budget_amount, t.budget_tokens AS t_budget_tokens,
        coalesce(array(SELECT model FROM tenant_models m WHERE m.tenant = t.name), '{}') AS models
 FROM api_keys k JOIN tenants t ON t.name = k.tenant
 WHERE k.id = $1 AND k.revoked_at IS NULL AND t.deleted_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
@@ -38,6 +42,8 @@ class Session:
     key_limits: dict
     tenant_limits: dict
     granted_models: frozenset
+    key_budget: Budget
+    tenant_budget: Budget
 
     @property
     def tenant_admin(self) -> bool:
@@ -89,4 +95,6 @@ async def load(conn_or_pool, cookie: str, key_id: uuid.UUID) -> Session | None:
         key_limits={"requests_per_minute": row["requests_per_minute"], "tokens_per_minute": row["tokens_per_minute"]},
         tenant_limits={"requests_per_minute": row["tenant_rpm"], "tokens_per_minute": row["tenant_tpm"]},
         granted_models=frozenset(row["models"]),
+        key_budget=Budget.from_row(row),
+        tenant_budget=Budget.from_row(row, "t_"),
     )

@@ -171,6 +171,11 @@ class Portal:
             last = {r["key_id"]: r["last"] for r in used}
             keys = [{**k, "last_used_at": _iso(last.get(uuid.UUID(k["id"])))}
                     for k in await gw.store.list_keys(current.tenant)]  # fmt: skip
+        budgets = []
+        for scope, key_id, budget in (("tenant", None, current.tenant_budget),
+                                      (f"key {current.key_name}", current.key_id, current.key_budget)):  # fmt: skip
+            if budget:
+                budgets.append({"scope": scope, **await gw.budgets.standing(current.tenant, key_id, budget, end)})
         table = gw.routing.table
         models = []
         for name in table.models_for(current.tenant, current.granted_models):
@@ -189,6 +194,7 @@ class Portal:
             "by_key": by_key["data"],
             "keys": keys,
             "models": models,
+            "budgets": budgets,
             "base_url": f"{request.scheme}://{request.host}/v1",
             **extra,
         }
