@@ -8,6 +8,7 @@ import json
 import re
 import socket
 import ssl
+import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -375,3 +376,52 @@ def test_status_keeper_follows_a_failing_rollout_without_a_module_run(lab_runs):
         f"status keeper: Failed {failed_s:.0f} s after the image change, unrouted {unrouted_s:.0f} s later; "
         f"Ready {ready_s:.0f} s after the undo, routed {routed_s:.0f} s later"
     )
+
+
+LEDGER_NS = "tokenfactory-system"
+LEDGER_ROWS = "COPY (SELECT * FROM usage_records ORDER BY id) TO STDOUT"
+
+
+def ledger_sql(database, sql):
+    return kubectl("-n", LEDGER_NS, "exec", "statefulset/tokenfactory-gateway-postgres", "--", "psql", "-U",
+                   "tokenfactory", "-d", database, "-Atc", sql)  # fmt: skip
+
+
+def test_a_ledger_backup_restores_row_for_row_into_a_new_database(lab_runs):
+    """The backup CronJob's own Job template run now, its dump on the node's directory, then
+    playbooks/restore_ledger.yml into a new (empty) database: every ledger row equal, column for column; a second
+    restore into that database is refused by name; the live ledger is not restored over without the confirmation."""
+    job = "tf-e2e-ledger-backup"
+    kubectl("-n", LEDGER_NS, "create", "job", "--from=cronjob/tokenfactory-gateway-ledger-backup", job)
+    try:
+        kubectl("-n", LEDGER_NS, "wait", "--for=condition=complete", f"job/{job}", "--timeout=50s")
+        log = kubectl("-n", LEDGER_NS, "logs", f"job/{job}")
+    finally:
+        kubectl("-n", LEDGER_NS, "delete", "job", job, "--wait=false")
+    dump = re.search(r"backup (ledger-\d{8}T\d{6}Z\.dump): (\d+) bytes; (\d+) kept \(newest 7\)", log)
+    assert dump and int(dump[2]) > 0, log
+    on_node = subprocess.run(["podman", "exec", NODE, "ls", "/var/lib/tokenfactory/backups/ledger"], check=True,
+                             capture_output=True, text=True, timeout=30).stdout.split()  # fmt: skip
+    assert dump[1] in on_node, on_node
+
+    live = ledger_sql("tokenfactory", LEDGER_ROWS)
+    assert len(live.splitlines()) >= 32, "the validation's ledger rows are missing"
+    inventory = ["-i", ROOT / "inventories/lab"]
+    try:
+        proc = run_playbook(ROOT / "playbooks/restore_ledger.yml", *inventory, "-e", "tf_restore_database=ledger_copy")
+        restored = re.search(r"restored (ledger-\S+) into ledger_copy: (\d+) usage records", proc.stdout)
+        assert restored and restored[1] == dump[1], proc.stdout[-3000:]
+        assert int(restored[2]) == len(live.splitlines())
+        assert ledger_sql("ledger_copy", LEDGER_ROWS) == live
+
+        again = run_playbook(ROOT / "playbooks/restore_ledger.yml", *inventory, "-e", "tf_restore_database=ledger_copy",
+                             check=False)  # fmt: skip
+        assert again.returncode != 0 and "database ledger_copy exists" in again.stdout, again.stdout[-3000:]
+    finally:
+        ledger_sql("postgres", "DROP DATABASE IF EXISTS ledger_copy")
+    unconfirmed = run_playbook(ROOT / "playbooks/restore_ledger.yml", *inventory, "-e",
+                               "tf_restore_database=tokenfactory", check=False)  # fmt: skip
+    assert unconfirmed.returncode == 2 and "tf_restore_confirm" in unconfirmed.stdout
+    replicas = json.loads(kubectl("-n", LEDGER_NS, "get", "deployment", "tokenfactory-gateway", "-o", "json"))
+    assert replicas["spec"]["replicas"] == replicas["status"].get("readyReplicas"), replicas["status"]
+    print(f"ledger backup: {dump[1]} {dump[2]} bytes; restored {restored[2]} rows equal to the live ledger")

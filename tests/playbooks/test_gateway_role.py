@@ -136,3 +136,52 @@ def test_the_status_keeper_runs_the_collection_module_from_the_gateway_image_wit
 
     off = rendered(tmp_path, gateway_status_keeper=False)
     assert not [key for key in off if key[1] == name]
+
+
+def backup_pod(manifest):
+    return manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def test_the_ledger_backup_cronjob_dumps_to_a_node_directory_or_a_given_claim(tmp_path):
+    cron = stores(tmp_path, gateway_ledger_node="spark-01")[("CronJob", "tokenfactory-gateway-ledger-backup")]
+    assert cron["spec"]["schedule"] == "17 3 * * *" and cron["spec"]["timeZone"] == "Etc/UTC"
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = backup_pod(cron)
+    assert pod["nodeSelector"] == {"kubernetes.io/hostname": "spark-01"}
+    assert pod["volumes"] == [
+        {"name": "backups", "hostPath": {"path": "/var/lib/tokenfactory/backups/ledger", "type": "DirectoryOrCreate"}}
+    ]
+    (container,) = pod["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["PGPASSWORD"] == {"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {
+        "name": "tokenfactory-gateway-secrets", "key": "postgres-password"}}}  # fmt: skip
+    assert (
+        env["KEEP"]["value"] == "7"
+        and env["PGHOST"]["value"] == "tokenfactory-gateway-postgres.tokenfactory-system.svc"
+    )
+    assert "pg_dump --format=custom" in container["args"][0]
+
+    on_claim = stores(
+        tmp_path, gateway_backup_storage_mode="pvc", gateway_backup_claim="ledger-nfs", gateway_backup_keep=3
+    )
+    pod = backup_pod(on_claim[("CronJob", "tokenfactory-gateway-ledger-backup")])
+    assert pod["nodeSelector"] == {}
+    assert pod["volumes"] == [{"name": "backups", "persistentVolumeClaim": {"claimName": "ledger-nfs"}}]
+    assert {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}["KEEP"] == "3"
+
+    assert not [k for k in stores(tmp_path, gateway_backup_enabled=False) if k[0] == "CronJob"]
+
+
+def test_the_restore_job_reads_the_backups_volume_and_targets_the_asked_database(tmp_path):
+    out = render_role(tmp_path, "tokenfactory.spark.gateway", "render_restore", ["gateway_restore_manifest"], {
+        "gateway_restore_database": "ledger_copy", "gateway_restore_file": "ledger-20261207T031700Z.dump",
+        "gateway_ledger_node": "spark-01"})  # fmt: skip
+    job = out["gateway_restore_manifest"]
+    assert job["kind"] == "Job" and job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"kubernetes.io/hostname": "spark-01"}
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TARGET"] == "ledger_copy" and env["RESTORE_FILE"] == "ledger-20261207T031700Z.dump"
+    assert container["volumeMounts"] == [{"name": "backups", "mountPath": "/backups", "readOnly": True}]
+    assert "--single-transaction" in container["args"][0]
