@@ -18,7 +18,7 @@ import aiohttp
 
 MODEL = "tiny-qwen2"
 OPENAI_ERROR_FIELDS = {"message", "type", "param", "code"}
-# Statuses a refusal may have (issue 15): the client's fault (4xx) or an upstream/dependency that failed (502, 503,
+# Statuses a refusal may have: the client's fault (4xx) or an upstream/dependency that failed (502, 503,
 # 504). A 500 (`internal_error`) is a gateway bug, never an acceptable answer to a fault.
 REFUSAL_STATUSES = frozenset(range(400, 500)) | {502, 503, 504}
 

@@ -1,4 +1,4 @@
-"""Every route during a datastore outage (issue 15, item 8): PostgreSQL stopped or frozen (SIGSTOP), Redis
+"""Every route during a datastore outage: PostgreSQL stopped or frozen (SIGSTOP), Redis
 stopped. Each answer is a success or an OpenAI-shaped error with a status a client can act on (4xx, 502, 503,
 504); never a 500 `internal_error`, never a hang."""
 

@@ -3,7 +3,7 @@ pods and nodes with the lab's kubeconfig and keeps exactly the engine pods (labe
 renderer's workload.pod_metadata does it for vLLM and NIM), the gateway pods, the DCGM exporter pods and every
 node, with the labels the rules and dashboards use. kwok runs the pods (no kubelet), so
 nothing answers at their addresses: the targets are discovered, and scrapes of them fail; real scrapes of pods
-come with the real nodes (issue 14)."""
+come with the real nodes (the lab e2e)."""
 
 import pytest
 
