@@ -379,7 +379,7 @@ def test_status_keeper_follows_a_failing_rollout_without_a_module_run(lab_runs):
 
 
 LEDGER_NS = "tokenfactory-system"
-LEDGER_ROWS = "COPY (SELECT * FROM usage_records ORDER BY id) TO STDOUT"
+LEDGER_ROWS = "COPY (SELECT * FROM usage_records ORDER BY request_id) TO STDOUT"
 
 
 def ledger_sql(database, sql):
