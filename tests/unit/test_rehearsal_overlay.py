@@ -32,6 +32,7 @@ ALLOWED = {
         "tf_engine_extra_args",
         "tf_engine_env",
         "tf_engine_resources",
+        "tf_slo_ttft_p95_ms",
     },
     "spark_nodes/simulated_hardware.yml": {
         "tf_simulated_gpu",
