@@ -233,9 +233,7 @@ class Budgets:
         """What a budget allows, what the ledger holds as spent in its current period, what is left and when it
         renews (the portal's view; key_id None: the tenant's budget)."""
         start, end = period_bounds(budget.period, now)
-        row = await bounded(self.pool.fetchrow(SPENT_SQL, tenant, key_id, start, end, timeout=self.timeout),
-                            self.timeout)  # fmt: skip
-        tokens, cost = int(row["tokens"]), Decimal(row["cost"])
+        tokens, cost = await self._ledger_spent(tenant, key_id, start, end)
         return {
             **budget.view(),
             "spent_tokens": tokens,
@@ -255,10 +253,15 @@ class Budgets:
 
     async def _seed_from_ledger(self, info, scope: Scope) -> None:
         key_id = info.key_id if scope.label == "key" else None
-        query = self.pool.fetchrow(SPENT_SQL, info.tenant, key_id, scope.start, scope.end, timeout=self.timeout)
-        row = await bounded(query, self.timeout)
+        tokens, cost = await self._ledger_spent(info.tenant, key_id, scope.start, scope.end)
         expire_at = int((scope.end + datetime.timedelta(days=1)).timestamp())
-        await self._seed(keys=[scope.spent_key], args=[int(row["tokens"]), nano(row["cost"]), expire_at])
+        await self._seed(keys=[scope.spent_key], args=[tokens, nano(cost), expire_at])
+
+    async def _ledger_spent(self, tenant, key_id, start, end) -> tuple[int, Decimal]:
+        """(tokens, cost) the ledger holds for the tenant (or one of its keys) in [start, end)."""
+        query = self.pool.fetchrow(SPENT_SQL, tenant, key_id, start, end, timeout=self.timeout)
+        row = await bounded(query, self.timeout)
+        return int(row["tokens"]), Decimal(row["cost"])
 
 
 class BudgetExceeded(ApiError):
