@@ -89,9 +89,9 @@ def rehearsal(tmp_path_factory):
     def clean():
         play(ROOT / "lab/clean.yml")
         KUBECONFIG.unlink(missing_ok=True)
-        shutil.rmtree(reports, ignore_errors=True)
 
     clean()
+    shutil.rmtree(reports, ignore_errors=True)  # the last run's reports stay for reading until the next run
     hosts = play(ROOT / "lab/hosts.yml")
     cold = play("tokenfactory.spark.site")
     warm = play("tokenfactory.spark.site")
