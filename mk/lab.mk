@@ -4,7 +4,7 @@
 # Endpoint), then the ledger beside the engine's own counters (lab/ledger.yml). A second run changes nothing.
 # `make lab LAB_INVENTORY=inventories/lab-pair`: the same on two podman Sparks cabled by the SIMULATED CX-7 link.
 .PHONY: lab lab-clean test-e2e test-e2e-pair test-rehearsal
-CLUSTER_TIERS += test-e2e
+CLUSTER_TIERS += test-e2e test-rehearsal
 LAB_INVENTORY := inventories/lab
 # reports/<inventory name>/<inventory name>.{json,xml,html} (the inventories' tf_lab_reports, which lab-clean removes).
 LAB_NAME = $(notdir $(patsubst %/,%,$(LAB_INVENTORY)))
@@ -38,6 +38,6 @@ test-e2e-pair: bootstrap $(LAB_PREREQS)
 
 ## The SHIPPED inventories/spark-single end to end on a podman Spark host (marker rehearsal): only the overlay
 ## tests/rehearsal/spark-single (address, user, vault from the example, simulation layer) on top; validate PASS over
-## HTTPS with the site CA the collection created, then a second run that changes nothing. Not yet in a lane.
+## HTTPS with the site CA the collection created, then a second run that changes nothing.
 test-rehearsal: bootstrap $(LAB_PREREQS)
 	$(PYTEST) -m rehearsal -p no:cacheprovider -rP tests/rehearsal
