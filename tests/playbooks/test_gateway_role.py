@@ -2,6 +2,8 @@
 secret setting comes from a Secret (checked against services/gateway's Config, not a copy of its field list)."""
 
 import dataclasses
+import re
+import subprocess
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines import ENGINES
 
@@ -185,3 +187,34 @@ def test_the_restore_job_reads_the_backups_volume_and_targets_the_asked_database
     assert env["TARGET"] == "ledger_copy" and env["RESTORE_FILE"] == "ledger-20261207T031700Z.dump"
     assert container["volumeMounts"] == [{"name": "backups", "mountPath": "/backups", "readOnly": True}]
     assert "--single-transaction" in container["args"][0]
+
+
+def test_the_backup_script_keeps_the_newest_dumps_and_touches_nothing_else(tmp_path):
+    """The rendered script run by a real sh against a directory of older dumps (pg_dump stood in by a script that
+    writes a file: the real one runs in the lab e2e)."""
+    cron = stores(tmp_path, gateway_backup_keep=2)[("CronJob", "tokenfactory-gateway-ledger-backup")]
+    (container,) = backup_pod(cron)["containers"]
+    backups, bin_dir = tmp_path / "backups", tmp_path / "bin"
+    backups.mkdir()
+    bin_dir.mkdir()
+    for name in ("ledger-20261201T031700Z.dump", "ledger-20261202T031700Z.dump", "ledger-20261203T031700Z.dump",
+                 "notes.txt", "ledger-latest.dump"):  # fmt: skip
+        (backups / name).write_text("old")
+    pg_dump = bin_dir / "pg_dump"
+    pg_dump.write_text('#!/bin/sh\nfor a; do case "$a" in --file=*) echo dump > "${a#--file=}";; esac; done\n')
+    pg_dump.chmod(0o755)
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    script = container["args"][0].replace("/backups", str(backups))
+    ran = subprocess.run(
+        [*container["command"], script],
+        env={**env, "PATH": f"{bin_dir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    kept = sorted(p.name for p in backups.iterdir())
+    dumps = [name for name in kept if re.match(env["BACKUP_FILES"], name)]
+    assert len(dumps) == 2 and dumps[0] == "ledger-20261203T031700Z.dump", kept
+    assert {"notes.txt", "ledger-latest.dump"} <= set(kept), "files that are not backups are left alone"
+    assert "2 kept (newest 2)" in ran.stdout, ran.stdout
