@@ -82,6 +82,16 @@ def launch(awx_project, tmp_path, name, answers=None, inventory=None, **options)
             "tf_model_deployment must name an existing ModelDeployment",
         ),
         ("Token Factory - add node", {}, "tf_new_node must name a host of the workers group (none; got spark-02)"),
+        (
+            "Token Factory - restore ledger",
+            {"tf_restore_database": "tokenfactory"},
+            "restoring over the live ledger tokenfactory also needs gateway_restore_confirm (tf_restore_confirm)",
+        ),
+        (
+            "Token Factory - restore ledger",
+            {"tf_restore_file": "../etc/passwd"},
+            "a ledger-YYYYMMDDTHHMMSSZ.dump (got '../etc/passwd')",
+        ),
     ],
 )
 def test_bad_or_default_answers_are_refused_before_touching_anything(awx_project, tmp_path, name, answers, refusal):
