@@ -106,6 +106,16 @@ class Process:
             self.proc.kill()
 
 
+UNSPENDABLE_TOKENS = 10**14  # a day's budget no benchmark round reaches
+
+
+def put_budgets(gateway, tenant: str, key: str = "k1") -> None:
+    """Spend budgets on the tenant and its key, enforced on every request and never exhausted."""
+    for path in (f"/tenants/{tenant}", f"/tenants/{tenant}/keys/{key}"):
+        status, answer = gateway.admin("PUT", path, {"budget": {"period": "day", "tokens": UNSPENDABLE_TOKENS}})
+        assert status == 200, answer
+
+
 def start_envoy(upstream_port: int, workdir: pathlib.Path) -> tuple[str, Process]:
     port = free_port()
     config = {
@@ -290,6 +300,9 @@ def main() -> int:
                         help="settings of the baseline (--baseline services/gateway: A/B of a setting)")  # fmt: skip
     parser.add_argument("--profile", help="directory for py-spy samples of the gateway at the top level")
     parser.add_argument("--tls", action="store_true", help="also a gateway with an HTTPS public listener")
+    parser.add_argument("--budgets", action="store_true",
+                        help="the gateway's bench tenant and key get spend budgets no round exhausts, so every "
+                             "request reserves and settles both (with --baseline: what budgets cost)")  # fmt: skip
     parser.add_argument("--instructions", type=int, default=0, metavar="N",
                         help="count CPU instructions per request (callgrind) of the gateway (and --baseline) over N "
                              "requests at 16 streams: a measure no other load on the machine moves")  # fmt: skip
@@ -313,6 +326,8 @@ def main() -> int:
         gateway.add_replica()
         cleanup.append(gateway.stop)
         key = gateway.create_key("bench")
+        if args.budgets:
+            put_budgets(gateway, "bench")
         targets = {
             "direct": (upstream.base_url, {}, None),
             "a/a": (upstream.base_url, {}, None),  # direct again: its "added" is the noise floor of the run
