@@ -8,7 +8,7 @@ admission, PostgreSQL metering, metrics, access log. LiteLLM runs in no-DB mode 
 Envoy is a plain route. Each proxy is one process (Envoy --concurrency 1).
 
     python tests/bench/gateway_overhead.py [--streams 1,16,64] [--rounds 3] [--ttft-ms 30] [--itl-ms 25]
-        [--arrivals steady,burst] [--skip litellm] [--no-pin] [--baseline DIR] [--profile DIR] [--tls]
+        [--arrivals steady,burst] [--skip litellm] [--no-pin] [--baseline DIR] [--profile DIR] [--tls] [--budgets]
 
 --baseline DIR: another build of services/gateway (`git archive REV services/gateway | tar -x -C DIR`, then
 DIR/services/gateway) measured as target "baseline" in the same rounds: an A/B that the machine's load moves alike.
