@@ -32,9 +32,10 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.do
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.engines.workload import (
     MODEL_DEPLOYMENT_LABEL,
 )
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.keeper import Keeper, run
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.kinds import ENDPOINT, MODEL_DEPLOYMENT
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import gateway_state
+from tokenfactory_status_keeper.keeper import Keeper
+from tokenfactory_status_keeper.loop import run
 
 from tests.engine.synthetic import SyntheticUpstream
 from tests.modules.test_lab_endpoint_gateway import gateway
@@ -43,7 +44,9 @@ from tests.playbooks.ansible_run import ROOT, render_role
 pytestmark = pytest.mark.lab
 MERGE = "application/merge-patch+json"
 INTERVAL = 0.5
-KEEPER_MODULE = "ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.keeper"
+KEEPER_MODULE = "tokenfactory_status_keeper"
+# As in the gateway image: the keeper's package beside the collection's (and kubernetes.core's) module_utils.
+KEEPER_PATH = os.pathsep.join(str(ROOT / path) for path in ("services/status_keeper", ".collections"))
 CRASH = {
     "waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container=engine"},
 }
@@ -216,7 +219,7 @@ def test_the_endpoint_phase_follows_the_gateway_pods(tf_lab, keeper_client):
         wait_until(lambda: gateway_state(tf_lab.kube, ready)[2] == 1, 90, "1 ready gateway pod", interval=0.3)
         once = subprocess.run(
             [sys.executable, "-m", KEEPER_MODULE, "--once", "--namespace", namespace],
-            env={**os.environ, "K8S_AUTH_KUBECONFIG": str(tf_lab.kubeconfig), "PYTHONPATH": str(ROOT / ".collections")},
+            env={**os.environ, "K8S_AUTH_KUBECONFIG": str(tf_lab.kubeconfig), "PYTHONPATH": KEEPER_PATH},
             capture_output=True,
             text=True,
             timeout=120,

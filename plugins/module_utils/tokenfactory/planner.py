@@ -5,8 +5,9 @@
 capacity, and (from its engine) the workload and child names.
 
 The plan is one JSON object (PLAN_KEYS), persisted whole as `status.plan` with the spec generation it was made from
-(`generation`). The module, the keeper (keeper.py), status.py and every engine read it; none re-decides a fact of it:
-gpus_per_replica goes option -> spec.gpusPerReplica -> plan (gpusPerReplica, gpusPerPod, nodesPerReplica) -> pod."""
+(`generation`). The module, the status keeper (services/status_keeper), status.py and every engine read it; none
+re-decides a fact of it: gpus_per_replica goes option -> spec.gpusPerReplica -> plan (gpusPerReplica, gpusPerPod,
+nodesPerReplica) -> pod."""
 
 from __future__ import annotations
 

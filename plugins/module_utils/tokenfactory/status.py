@@ -3,10 +3,11 @@
 # Apache License 2.0 (see LICENSE)
 """The `status` of ModelDeployments and Endpoints, computed in one place.
 
-The model_deployment and endpoint modules write it when they run; the keeper (keeper.py) recomputes it between runs
-with these same functions, so both write the same status from the same cluster state. A ModelDeployment's plan is
-stored whole in status.plan (planner.PLAN_KEYS, with the spec generation it was made from); the other keys report
-what the cluster shows now and the plan's facts the gateway and the info modules read, all taken from that plan.
+The model_deployment and endpoint modules write it when they run; the status keeper (services/status_keeper)
+recomputes it between runs with these same functions, so both write the same status from the same cluster state. A
+ModelDeployment's plan is stored whole in status.plan (planner.PLAN_KEYS, with the spec generation it was made from);
+the other keys report what the cluster shows now and the plan's facts the gateway and the info modules read, all taken
+from that plan.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The status keeper's loop: it writes a ModelDeployment's or Endpoint's status only when what the modules' own status
-functions compute now differs from the stored status, onto the version it read (409: next pass), keeps the old plan
-and writes the refusal in status for a newer spec that cannot be planned, keeps going past API errors and never logs
-container logs."""
+"""The status keeper (services/status_keeper) without a cluster: it writes a ModelDeployment's or Endpoint's status
+only when what the modules' own status functions compute now differs from the stored status, onto the version it read
+(409: next pass), keeps the old plan and writes the refusal in status for a newer spec that cannot be planned, keeps
+going past API errors and never logs container logs."""
 
 import copy
 import logging
@@ -9,7 +9,6 @@ import threading
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.k8s.client import K8sError
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.deployment import deployment_spec
-from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.keeper import Keeper, main, run, summary
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.planner import (
     PLAN_KEYS,
     is_current,
@@ -20,6 +19,11 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.st
     deployment_status,
     endpoint_status,
 )
+
+from tokenfactory_status_keeper.__main__ import main
+from tokenfactory_status_keeper.keeper import Keeper
+from tokenfactory_status_keeper.logs import summary
+from tokenfactory_status_keeper.loop import run
 
 from tests.unit.plugins.module_utils.tokenfactory.samples import QWEN_05B, md_params
 from tests.unit.plugins.module_utils.tokenfactory.test_engine_pods import pod, rollout
