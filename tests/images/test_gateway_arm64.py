@@ -72,6 +72,8 @@ def arm64_gateway(tmp_path):
             "-t",
             built,
             "--build-context",
+            f"status-keeper={ROOT / 'services/status_keeper'}",
+            "--build-context",
             f"collection={ROOT / 'plugins'}",
             "--build-context",
             f"kubernetes-core={core}/plugins",

@@ -131,7 +131,8 @@ def test_the_gateway_image_runs_the_gateway_package_as_a_non_root_user(images):
         )
         assert proc.stdout.strip() == "10001"
         assert "--config CONFIG" in podman("run", "--rm", "localhost/tokenfactory-gateway:0.1.0", "--help").stdout
-        # The status keeper's entry point (the gateway role's command): the collection's module_utils are in the image.
+        # The status keeper's entry point (the gateway role's command): its package and the collection's module_utils
+        # are in the image.
         keeper = podman(
             "run",
             "--rm",
@@ -139,7 +140,7 @@ def test_the_gateway_image_runs_the_gateway_package_as_a_non_root_user(images):
             "python",
             "localhost/tokenfactory-gateway:0.1.0",
             "-m",
-            "ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.keeper",
+            "tokenfactory_status_keeper",
             "--once",
             check=False,
         )

@@ -103,10 +103,10 @@ def test_the_ledger_keeps_its_data_on_a_claim_or_on_a_node_directory(tmp_path):
     assert spec["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "spark-01"}
 
 
-def test_the_status_keeper_runs_the_collection_module_from_the_gateway_image_with_its_own_account(tmp_path):
+def test_the_status_keeper_runs_its_package_from_the_gateway_image_with_its_own_account(tmp_path):
     """Its own ServiceAccount and ClusterRole (least privilege: of the Token Factory kinds the status subresources only,
-    besides them the engines' child kinds it applies as the module does, no Secrets); it runs the
-    collection's keeper module (in the image: scripts/build-service-images adds the module_utils)."""
+    besides them the engines' child kinds it applies as the module does, no Secrets); it runs the keeper's package,
+    services/status_keeper (the gateway's Containerfile installs it beside the collection's module_utils)."""
     objects = rendered(tmp_path, gateway_status_keeper_interval=7)
     name = "tokenfactory-gateway-status-keeper"
     pod = objects[("Deployment", name)]["spec"]["template"]["spec"]
@@ -116,9 +116,9 @@ def test_the_status_keeper_runs_the_collection_module_from_the_gateway_image_wit
         container["image"]
         == objects[("Deployment", "tokenfactory-gateway")]["spec"]["template"]["spec"]["containers"][0]["image"]
     )
-    assert container["command"][:2] == ["python", "-m"]
-    module = ROOT / "/".join(container["command"][2].split(".")[3:])  # ansible_collections.tokenfactory.spark.<path>
-    assert module.with_suffix(".py").is_file(), module
+    assert container["command"] == ["python", "-m", "tokenfactory_status_keeper"]
+    assert (ROOT / "services/status_keeper" / container["command"][2] / "__main__.py").is_file()
+    assert "--from=status-keeper tokenfactory_status_keeper" in (ROOT / "services/gateway/Containerfile").read_text()
     assert container["env"] == [{"name": "TF_STATUS_KEEPER_INTERVAL", "value": "7"}]
     rules = objects[("ClusterRole", name)]["rules"]
     writes = [(r["apiGroups"], r["resources"]) for r in rules if set(r["verbs"]) - {"get", "list"}]
