@@ -3,12 +3,14 @@ them - through the settings role, as the playbooks see it - has a tenant with a 
 listener's port, a way to the admin API that is not the public port, and node-local storage for a bare Spark."""
 
 import json
+import pathlib
 import urllib.parse
 
 import pytest
 import yaml
 
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import base_url
+from ansible_collections.tokenfactory.spark.plugins.modules.validate_deployment import ARGUMENT_SPEC as VALIDATE_SPEC
 from tests.playbooks.ansible_run import ROOT, run_playbook
 
 INVENTORIES = ["spark-single", "spark-pair"]
@@ -37,11 +39,11 @@ SEEN = {
 }
 
 
-@pytest.fixture(scope="module", params=INVENTORIES)
-def seen(request, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(request.param)
+def seen_through_settings(inventory, expressions, tmp):
+    """What the playbooks see with the inventory at `inventory`: each expression, evaluated on the controller after the
+    settings role."""
     out = tmp / "seen.json"
-    exprs = ", ".join(f"'{name}': ({expr})" for name, expr in SEEN.items())
+    exprs = ", ".join(f"'{name}': ({expr})" for name, expr in expressions.items())
     book = tmp / "seen.yml"
     book.write_text(
         yaml.safe_dump(
@@ -60,8 +62,18 @@ def seen(request, tmp_path_factory):
         )
     )
     # HOME is the controller's (the site CA and key files live under it); no admin URL from the environment.
-    run_playbook(book, "-i", ROOT / "inventories" / request.param, extra_env={"HOME": str(tmp), "TF_GATEWAY_URL": ""})
-    return {"inventory": request.param, "home": tmp, **json.loads(out.read_text())}
+    run_playbook(book, "-i", inventory, extra_env={"HOME": str(tmp), "TF_GATEWAY_URL": ""})
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module", params=INVENTORIES)
+def seen(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(request.param)
+    return {
+        "inventory": request.param,
+        "home": tmp,
+        **seen_through_settings(ROOT / "inventories" / request.param, SEEN, tmp),
+    }
 
 
 def test_one_example_tenant_with_a_key_for_the_served_model(seen):
@@ -112,3 +124,40 @@ def test_a_certificate_without_its_key_in_the_vault_fails_naming_the_vault_value
     assert run.returncode != 0
     assert "vault_endpoint_tls_cert and vault_endpoint_tls_key" in run.stdout and "the key is empty" in run.stdout
     assert "MIIB" not in run.stdout + run.stderr
+
+
+ALL_INVENTORIES = sorted(p.name for p in (ROOT / "inventories").iterdir() if (p / "hosts.yml").is_file())
+# What validate.yml sends with the first key of the first tenant, and the limits that key is under.
+VALIDATION_LOAD = {
+    "requests": "tf_validate_requests | int",
+    "rate_limits": "tf_rate_limits",
+    "tenants": "tf_gateway_tenants",
+}
+
+
+def per_minute_limits(seen):
+    found = {f"tf_rate_limits.{scope}": limit for scope, limit in seen["rate_limits"].items()}
+    if seen["tenants"]:
+        tenant = seen["tenants"][0]
+        key = (tenant.get("api_keys") or [{}])[0]
+        found[f"tf_gateway_tenants[{tenant['name']}].limits"] = tenant.get("limits") or {}
+        found[f"tf_gateway_tenants[{tenant['name']}].api_keys[{key.get('name')}].limits"] = key.get("limits") or {}
+    return {where: limit["requests_per_minute"] for where, limit in found.items() if "requests_per_minute" in limit}
+
+
+@pytest.mark.parametrize("inventory", ["role defaults", *ALL_INVENTORIES])
+def test_the_validation_fits_the_limits_of_its_own_key(inventory, tmp_path):
+    """validate.yml's requests (and the module's warmup) fit the requests per minute of the deployment's per-key and
+    per-tenant limits and of the validation key: a shipped inventory whose validation was throttled by its own
+    defaults failed its error-rate SLO on 429s."""
+    path = ROOT / "inventories" / inventory
+    if inventory == "role defaults":  # an inventory that sets nothing: the settings role's defaults
+        path = tmp_path / "hosts.yml"
+        path.write_text(yaml.safe_dump({"all": {"children": {"controller": {"hosts": {
+            "localhost": {"ansible_connection": "local"}}}}}}))  # fmt: skip
+    seen = seen_through_settings(pathlib.Path(path), VALIDATION_LOAD, tmp_path)
+    requests = seen["requests"] + VALIDATE_SPEC["warmup_requests"]["default"]
+    limits = per_minute_limits(seen)
+    assert limits, "no requests_per_minute limit found: the check reads the wrong settings"
+    too_low = {where: rpm for where, rpm in limits.items() if rpm < requests}
+    assert not too_low, f"{inventory}: {requests} validation requests exceed {too_low} requests per minute"
