@@ -3,7 +3,7 @@
 # PostgreSQL, Redis, Prometheus and the CPU vLLM engine as pods, tenant and key, validation over HTTPS through the
 # Endpoint), then the ledger beside the engine's own counters (lab/ledger.yml). A second run changes nothing.
 # `make lab LAB_INVENTORY=inventories/lab-pair`: the same on two podman Sparks cabled by the SIMULATED CX-7 link.
-.PHONY: lab lab-clean test-e2e test-e2e-pair test-rehearsal
+.PHONY: lab lab-clean test-e2e test-e2e-pair test-rehearsal test-rehearsal-pair
 CLUSTER_TIERS += test-e2e test-rehearsal
 LAB_INVENTORY := inventories/lab
 # reports/<inventory name>/<inventory name>.{json,xml,html} (the inventories' tf_lab_reports, which lab-clean removes).
@@ -41,3 +41,9 @@ test-e2e-pair: bootstrap $(LAB_PREREQS)
 ## HTTPS with the site CA the collection created, then a second run that changes nothing.
 test-rehearsal: bootstrap $(LAB_PREREQS)
 	$(PYTEST) -m rehearsal -p no:cacheprovider -rP tests/rehearsal
+
+## The SHIPPED inventories/spark-pair the same way on two podman Spark hosts cabled by the SIMULATED CX-7 link (marker
+## rehearsal_pair; overlay tests/rehearsal/spark-pair): the second joins over the link, one engine replica per Spark,
+## validate PASS over HTTPS, the Endpoint on both management addresses, pod-to-pod bytes on the link, changed=0.
+test-rehearsal-pair: bootstrap $(LAB_PREREQS)
+	$(PYTEST) -m rehearsal_pair -p no:cacheprovider -rP tests/rehearsal

@@ -1,14 +1,14 @@
-"""The rehearsal of the shipped inventories/spark-single (tests/rehearsal) overrides only what is allowed: what a
-user edits (address, user, SSH), the vault file (written from vault.yml.example by the test), and the simulation
-layer, each variable in the file of its category. A new override must be added here, in the open."""
+"""The rehearsals of the shipped inventories/spark-single and spark-pair (tests/rehearsal) override only what is
+allowed: what a user edits (addresses, user, SSH), the vault file (written from vault.yml.example by the test), and
+the simulation layer, each variable in the file of its category. A new override must be added here, in the open."""
 
 import pathlib
 
+import pytest
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SHIPPED = ROOT / "inventories/spark-single"
-OVERLAY = ROOT / "tests/rehearsal/spark-single"
+REHEARSED = ["spark-single", "spark-pair"]
 
 ALLOWED = {
     # What the user edits.
@@ -86,20 +86,41 @@ ALLOWED = {
         "kubernetes_kubelet_config_overrides",
     },
 }
+# The pair's SIMULATED ConnectX-7 cable (an internal podman network) and the netdev it shows inside the hosts; the
+# pair's overlay links every other file of the single's.
+ALLOWED_PAIR = {**ALLOWED, "all/simulated_link.yml": {"tf_lab_link", "connectx_interface"}}
 
 
-def overlay_vars():
+def overlay_vars(overlay):
     return {
-        str(path.relative_to(OVERLAY / "group_vars")): set(yaml.safe_load(path.read_text()) or {})
-        for path in sorted((OVERLAY / "group_vars").rglob("*.yml"))
+        str(path.relative_to(overlay / "group_vars")): set(yaml.safe_load(path.read_text()) or {})
+        for path in sorted((overlay / "group_vars").rglob("*.yml"))
     }
 
 
-def test_the_overlay_sets_exactly_the_allowed_variables():
-    assert overlay_vars() == ALLOWED
+@pytest.fixture(params=REHEARSED)
+def rehearsed(request):
+    return ROOT / "inventories" / request.param, ROOT / "tests/rehearsal" / request.param
 
 
-def test_the_overlay_hosts_file_only_gives_the_shipped_hosts_an_address():
+def test_the_overlay_sets_exactly_the_allowed_variables(rehearsed):
+    shipped, overlay = rehearsed
+    assert overlay_vars(overlay) == (ALLOWED_PAIR if shipped.name == "spark-pair" else ALLOWED)
+
+
+def test_the_pair_overlay_shares_every_file_of_the_single_overlay_but_its_link():
+    single, pair = (ROOT / "tests/rehearsal" / name / "group_vars" for name in REHEARSED)
+    for path in pair.rglob("*.yml"):
+        rel = path.relative_to(pair)
+        if str(rel) in ALLOWED_PAIR.keys() - ALLOWED.keys():
+            assert not path.is_symlink(), rel
+        else:
+            assert path.is_symlink() and path.resolve() == (single / rel).resolve(), rel
+
+
+def test_the_overlay_hosts_file_only_gives_the_shipped_hosts_an_address(rehearsed):
+    shipped, overlay = rehearsed
+
     def hosts(node, found):
         for name, values in (node.get("hosts") or {}).items():
             found[name] = set(values or {})
@@ -107,12 +128,12 @@ def test_the_overlay_hosts_file_only_gives_the_shipped_hosts_an_address():
             hosts(child or {}, found)
         return found
 
-    shipped = hosts(yaml.safe_load((SHIPPED / "hosts.yml").read_text())["all"], {})
-    overlay = hosts(yaml.safe_load((OVERLAY / "hosts.yml").read_text())["all"], {})
-    assert set(overlay) <= set(shipped) - {"localhost"}, overlay
-    assert all(values == {"ansible_host"} for values in overlay.values()), overlay
-    assert not (OVERLAY / "host_vars").exists()
+    shipped_hosts = hosts(yaml.safe_load((shipped / "hosts.yml").read_text())["all"], {})
+    overlay_hosts = hosts(yaml.safe_load((overlay / "hosts.yml").read_text())["all"], {})
+    assert set(overlay_hosts) == set(shipped_hosts) - {"localhost"}, overlay_hosts
+    assert all(values == {"ansible_host"} for values in overlay_hosts.values()), overlay_hosts
+    assert not (overlay / "host_vars").exists()
 
 
-def test_the_vault_is_not_committed_in_the_overlay():
-    assert not (OVERLAY / "group_vars/all/vault.yml").exists()
+def test_the_vault_is_not_committed_in_the_overlay(rehearsed):
+    assert not (rehearsed[1] / "group_vars/all/vault.yml").exists()
