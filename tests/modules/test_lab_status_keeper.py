@@ -7,6 +7,7 @@ container crash-loops (set as a kubelet reports it; kwok leaves a running pod al
 nothing is written while nothing changes; an Endpoint's phase follows its gateway's pods; and the gateway, which
 routes by the stored phase, drops the crash-looping deployment and takes it back."""
 
+import base64
 import json
 import os
 import subprocess
@@ -36,8 +37,10 @@ from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.ki
 from ansible_collections.tokenfactory.spark.plugins.module_utils.tokenfactory.status import gateway_state
 from tokenfactory_status_keeper.keeper import Keeper
 from tokenfactory_status_keeper.loop import run
+from tokenfactory_status_keeper.tls_copy import TlsCopy
 
 from tests.engine.synthetic import SyntheticUpstream
+from tests.modules.lab_helpers import self_signed
 from tests.modules.test_lab_endpoint_gateway import gateway
 from tests.playbooks.ansible_run import ROOT, render_role
 
@@ -52,30 +55,23 @@ CRASH = {
 }
 
 
-@pytest.fixture
-def keeper_client(tf_lab, tmp_path, monkeypatch):
-    """A KubeClient configured as the keeper's in its pod: no options, the service account token and CA in the
-    in-cluster files, KUBERNETES_SERVICE_HOST/PORT; the account bound to the role's rendered ClusterRole."""
-    namespace = tf_lab.namespace()
-    rendered = render_role(
-        tmp_path,
-        "tokenfactory.spark.gateway",
-        "render",
-        ["gateway_manifests"],
-        {"gateway_namespace": namespace, "gateway_name": namespace},
-    )["gateway_manifests"]
+def sign_in_as_keeper(tf_lab, tmp_path, monkeypatch, role_vars):
+    """The keeper's identity rendered by the role with role_vars (its ServiceAccount, ClusterRole and binding, and
+    the Roles and RoleBindings rendered beside them), applied; then a KubeClient configured as the keeper's in its
+    pod: no options, the service account token and CA in the in-cluster files, KUBERNETES_SERVICE_HOST/PORT.
+    Returns (client, identity)."""
+    namespace, keeper = role_vars["gateway_namespace"], f"{role_vars['gateway_name']}-status-keeper"
+    rendered = render_role(tmp_path, "tokenfactory.spark.gateway", "render", ["gateway_manifests"], role_vars)
     identity = [
         m
-        for m in rendered
-        if m["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
-        and m["metadata"]["name"] == f"{namespace}-status-keeper"
+        for m in rendered["gateway_manifests"]
+        if m["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+        and m["metadata"]["name"].startswith(keeper)
     ]
-    assert len(identity) == 3, [(m["kind"], m["metadata"]["name"]) for m in rendered]
-    kubectl = [bins.kubectl(), f"--kubeconfig={tf_lab.kubeconfig}"]
     listed = json.dumps({"kind": "List", "apiVersion": "v1", "items": identity})
-    subprocess.run([*kubectl, "apply", "-f", "-"], input=listed, text=True, check=True, capture_output=True)
+    subprocess.run([*kubectl(tf_lab), "apply", "-f", "-"], input=listed, text=True, check=True, capture_output=True)
     request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
-    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{namespace}-status-keeper/token"
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{keeper}/token"
     token = tf_lab.kube.request("POST", path, request)["status"]["token"]
     (tmp_path / "token").write_text(token)
     server = urllib.parse.urlsplit(tf_lab.cluster.server)
@@ -85,11 +81,31 @@ def keeper_client(tf_lab, tmp_path, monkeypatch):
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.port))
     for variable in ("KUBECONFIG", "K8S_AUTH_KUBECONFIG", "K8S_AUTH_HOST", "K8S_AUTH_API_KEY", "K8S_AUTH_CONTEXT"):
         monkeypatch.delenv(variable, raising=False)
-    yield KubeClient({}, field_manager=MANAGED_BY)
+    return KubeClient({}, field_manager=MANAGED_BY), identity
+
+
+def kubectl(tf_lab):
+    return [bins.kubectl(), f"--kubeconfig={tf_lab.kubeconfig}"]
+
+
+def delete_identity(tf_lab, identity):
     for manifest in reversed(identity):
-        kind = manifest["kind"].lower()
-        subprocess.run([*kubectl, "delete", kind, manifest["metadata"]["name"], "-n", namespace, "--ignore-not-found"],
-                       check=False, capture_output=True)  # fmt: skip
+        meta = manifest["metadata"]
+        where = ["-n", meta["namespace"]] if "namespace" in meta else []
+        subprocess.run([*kubectl(tf_lab), "delete", manifest["kind"].lower(), meta["name"], *where,
+                        "--ignore-not-found"], check=False, capture_output=True)  # fmt: skip
+
+
+@pytest.fixture
+def keeper_client(tf_lab, tmp_path, monkeypatch):
+    """A KubeClient signed in as the keeper in its pod, the account bound to the role's rendered ClusterRole."""
+    namespace = tf_lab.namespace()
+    client, identity = sign_in_as_keeper(
+        tf_lab, tmp_path, monkeypatch, {"gateway_namespace": namespace, "gateway_name": namespace}
+    )
+    assert [m["kind"] for m in identity] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"], identity
+    yield client
+    delete_identity(tf_lab, identity)
 
 
 def report(client, pod, ready, waiting=None):
@@ -326,3 +342,98 @@ def test_the_keeper_applies_a_spec_changed_by_kubectl_refuses_one_that_does_not_
     again = tf_lab.ok("model_deployment", **options, extra_args=["--max-num-seqs=8"])
     assert again["changed"] is False, again.get("diff")
     assert admin.get(DEPLOYMENT, "qwen", namespace)["metadata"]["resourceVersion"] == before
+
+
+@pytest.fixture
+def tls_keeper(tf_lab, tmp_path, monkeypatch):
+    """The Endpoint `public` with its TLS Secret `public-tls` in one namespace, the gateway's copy (created with
+    another field manager, as the role does) in the gateway's own, and the keeper signed in with the identity the role
+    renders for that Endpoint (the two Roles on those two Secrets only)."""
+    endpoint_ns, gateway_ns = tf_lab.namespace(), tf_lab.namespace()
+    tf_lab.ok("compute_cluster", name="spark", namespace=endpoint_ns)
+    cert, key = self_signed("llm.example.com")
+    written = tf_lab.ok("endpoint", name="public", namespace=endpoint_ns, hostname="llm.example.com",
+                        compute_cluster="spark", tls_cert=cert, tls_key=key)  # fmt: skip
+    assert written["tls_secret"] == "public-tls"
+    copy = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": f"{gateway_ns}-tls", "namespace": gateway_ns},
+            "data": tf_lab.kube.get(SECRET, "public-tls", endpoint_ns)["data"]}  # fmt: skip
+    subprocess.run([*kubectl(tf_lab), "apply", "--server-side", "--field-manager=gateway-role", "-f", "-"],
+                   input=json.dumps(copy), text=True, check=True, capture_output=True)  # fmt: skip
+    role_vars = {"gateway_namespace": gateway_ns, "gateway_name": gateway_ns, "gateway_endpoint": "public",
+                 "gateway_endpoint_namespace": endpoint_ns, "gateway_endpoint_tls_source": "public-tls"}  # fmt: skip
+    client, identity = sign_in_as_keeper(tf_lab, tmp_path, monkeypatch, role_vars)
+    assert sorted((m["kind"], m["metadata"].get("namespace")) for m in identity) == sorted(
+        [("ServiceAccount", gateway_ns), ("ClusterRole", None), ("ClusterRoleBinding", None),
+         ("Role", endpoint_ns), ("RoleBinding", endpoint_ns), ("Role", gateway_ns), ("RoleBinding", gateway_ns)]
+    )  # fmt: skip
+    yield client, (endpoint_ns, "public"), (gateway_ns, f"{gateway_ns}-tls")
+    delete_identity(tf_lab, identity)
+
+
+def renew(admin, namespace, name):
+    """The Secret's certificate and key replaced in place, as cert-manager renews it; the new (cert, key) PEMs."""
+    cert, key = self_signed("llm.example.com")
+    data = {"tls.crt": base64.b64encode(cert.encode()).decode(), "tls.key": base64.b64encode(key.encode()).decode()}
+    admin.request("PATCH", SECRET.path(namespace, name), {"data": data}, None, MERGE)
+    return cert, key
+
+
+def data_manager(secret):
+    """The field managers of the Secret's data (server-side apply's managedFields)."""
+    return {m["manager"] for m in secret["metadata"]["managedFields"] if "f:data" in (m.get("fieldsV1") or {})}
+
+
+def test_a_renewed_endpoint_secret_reaches_the_gateway_copy_without_an_ansible_run(tf_lab, tls_keeper):
+    """Across namespaces, with the keeper's own token and the two Roles the role renders: one pass copies a renewed
+    Secret (taking the two keys over from the role's field manager), the next writes nothing, and the token reads no
+    other Secret in either namespace."""
+    client, endpoint, (gateway_ns, copy_name) = tls_keeper
+    admin, endpoint_ns = tf_lab.kube, endpoint[0]
+    keeper = Keeper(client, gateway_ns, tls_copy=TlsCopy(client, endpoint, (gateway_ns, copy_name)))
+    assert keeper.run_pass() == {"checked": 1, "written": 0, "unchanged": 1, "skipped": 0, "conflicts": 0,
+                                 "errors": 0}  # fmt: skip
+
+    cert, key = renew(admin, endpoint_ns, "public-tls")
+    assert keeper.run_pass()["written"] == 1
+    copied = admin.get(SECRET, copy_name, gateway_ns)
+    assert copied["data"] == admin.get(SECRET, "public-tls", endpoint_ns)["data"]
+    assert base64.b64decode(copied["data"]["tls.crt"]).decode() == cert
+    assert base64.b64decode(copied["data"]["tls.key"]).decode() == key
+    assert copied["type"] == "kubernetes.io/tls"
+    assert data_manager(copied) == {MANAGED_BY}, "the keeper's forced apply took the two keys over"
+    again = keeper.run_pass()
+    assert again["written"] == 0 and again["unchanged"] == 1, again
+    version = copied["metadata"]["resourceVersion"]
+    assert admin.get(SECRET, copy_name, gateway_ns)["metadata"]["resourceVersion"] == version, "nothing written"
+
+    # Least privilege: the two named Secrets only; no other Secret, no list, in either namespace.
+    for namespace in (endpoint_ns, gateway_ns):
+        admin.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "other", "namespace": namespace},
+                     "stringData": {"password": "not-for-the-keeper"}})  # fmt: skip
+        with pytest.raises(K8sError) as forbidden:
+            client.get(SECRET, "other", namespace)
+        assert forbidden.value.status == 403
+        with pytest.raises(K8sError) as forbidden:
+            client.list(SECRET, namespace)
+        assert forbidden.value.status == 403
+    source = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "public-tls", "namespace": endpoint_ns},
+              "data": copied["data"]}  # fmt: skip
+    with pytest.raises(K8sError) as forbidden:
+        client.apply(source)
+    assert forbidden.value.status == 403, "the source is read, never written"
+
+    # The entry point the role's Deployment runs, configured by its variables (signed in from a kubeconfig here).
+    cert, key = renew(admin, endpoint_ns, "public-tls")
+    env = {**os.environ, "K8S_AUTH_KUBECONFIG": str(tf_lab.kubeconfig), "PYTHONPATH": KEEPER_PATH,
+           "TF_STATUS_KEEPER_ENDPOINT": f"{endpoint_ns}/public",
+           "TF_STATUS_KEEPER_TLS_COPY": f"{gateway_ns}/{copy_name}"}  # fmt: skip
+    once = subprocess.run([sys.executable, "-m", KEEPER_MODULE, "--once", "--namespace", gateway_ns], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert once.returncode == 0, once.stderr
+    line = f"Endpoint {endpoint_ns}/public: TLS Secret {endpoint_ns}/public-tls changed; copied into {gateway_ns}/"
+    assert f"{line}{copy_name}" in once.stderr, once.stderr
+    assert base64.b64decode(admin.get(SECRET, copy_name, gateway_ns)["data"]["tls.crt"]).decode() == cert
+    printed = once.stderr + once.stdout
+    secrets = [*cert.splitlines()[1:-1], *key.splitlines()[1:-1], base64.b64encode(key.encode()).decode()[:40]]
+    assert not [text for text in secrets if text in printed], "neither the key nor the certificate is logged"

@@ -1,7 +1,8 @@
 """The gateway role serves the Endpoint (against the real API server; the gateway pods are kwok's): the gateway is
 deployed in plain HTTP before any Endpoint exists, the `endpoint` entry point copies the Endpoint's TLS Secret into
-the gateway's namespace and turns HTTPS on, a rerun changes nothing, a renewed certificate is copied without a new
-rollout (the gateway reloads it), and the public Service sits on the node's address."""
+the gateway's namespace and turns HTTPS on (and gives the status keeper, which keeps the copy from then on, access to
+those two Secrets only), a rerun changes nothing, a renewed certificate is copied without a new rollout (the gateway
+reloads it), and the public Service sits on the node's address."""
 
 import base64
 import json
@@ -14,6 +15,7 @@ from tests.modules.lab_helpers import self_signed
 from tests.playbooks.ansible_run import play_recap, run_playbook
 
 pytestmark = pytest.mark.lab
+KEEPER = "tokenfactory-gateway-status-keeper"
 
 
 def changed(stdout):
@@ -98,6 +100,15 @@ def test_the_gateway_serves_the_endpoint_certificate(tf_lab, tmp_path):
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "TF_GATEWAY_TLS_CERT_FILE", "value": "/etc/tokenfactory-gateway/tls/tls.crt"} in container["env"]
     assert kube.get(SERVICE, "tokenfactory-gateway-public", gateway_ns)["spec"]["ports"][0]["name"] == "https"
+    # The status keeper keeps the copy from now on (a renewal needs no Ansible run), on those two Secrets only.
+    keeper = kube.get(DEPLOYMENT, KEEPER, gateway_ns)["spec"]["template"]["spec"]
+    assert {"name": "TF_STATUS_KEEPER_TLS_COPY", "value": f"{gateway_ns}/tokenfactory-gateway-tls"} in (
+        keeper["containers"][0]["env"]
+    )
+    for where, role, secret in ((namespace, "source", "public-tls"), (gateway_ns, "copy", "tokenfactory-gateway-tls")):
+        path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{where}/roles/{KEEPER}-tls-{role}"
+        (rule,) = kube.request("GET", path)["rules"]
+        assert rule["resources"] == ["secrets"] and rule["resourceNames"] == [secret], rule
     assert changed(play(tmp_path, tf_lab, namespace, "endpoint").stdout) == 0
 
     renewed, renewed_key = self_signed("llm.example.com")

@@ -136,8 +136,51 @@ def test_the_status_keeper_runs_its_package_from_the_gateway_image_with_its_own_
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "tokenfactory-system"}]
     assert binding["roleRef"]["name"] == name
 
-    off = rendered(tmp_path, gateway_status_keeper=False)
-    assert not [key for key in off if key[1] == name]
+    assert not [kind for kind, _name in objects if kind in ("Role", "RoleBinding")], "no Endpoint TLS: no Secret"
+
+    off = rendered(tmp_path, gateway_status_keeper=False, gateway_endpoint_tls_source="public-tls")
+    assert not [key for key in off if key[1].startswith(name)]
+
+
+def test_with_an_endpoint_certificate_the_status_keeper_keeps_the_copy_with_two_named_secrets_only(tmp_path):
+    """The Endpoint's TLS Secret (gateway_endpoint_tls_source, from tls.yml) renewed in place reaches the gateway's
+    copy without an Ansible run: the keeper is told both, and may get that one Secret in the Endpoint's namespace and
+    get and patch the copy in its own, nothing else (no list, no create, no other name)."""
+    objects = rendered(
+        tmp_path,
+        gateway_endpoint_tls_source="public-tls",
+        gateway_endpoint="public",
+        gateway_endpoint_namespace="tokenfactory",
+    )
+    name = "tokenfactory-gateway-status-keeper"
+    (container,) = objects[("Deployment", name)]["spec"]["template"]["spec"]["containers"]
+    assert container["env"][1:] == [
+        {"name": "TF_STATUS_KEEPER_ENDPOINT", "value": "tokenfactory/public"},
+        {"name": "TF_STATUS_KEEPER_TLS_COPY", "value": "tokenfactory-system/tokenfactory-gateway-tls"},
+    ]
+    roles = {key: m for key, m in objects.items() if key[0] in ("Role", "RoleBinding")}
+    assert sorted(roles) == [
+        ("Role", f"{name}-tls-copy"),
+        ("Role", f"{name}-tls-source"),
+        ("RoleBinding", f"{name}-tls-copy"),
+        ("RoleBinding", f"{name}-tls-source"),
+    ]
+    source, copy = objects[("Role", f"{name}-tls-source")], objects[("Role", f"{name}-tls-copy")]
+    assert source["metadata"]["namespace"] == "tokenfactory"
+    assert source["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["public-tls"],
+                                "verbs": ["get"]}]  # fmt: skip
+    assert copy["metadata"]["namespace"] == "tokenfactory-system"
+    assert copy["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
+                              "resourceNames": ["tokenfactory-gateway-tls"], "verbs": ["get", "patch"]}]  # fmt: skip
+    for suffix, namespace in (("tls-source", "tokenfactory"), ("tls-copy", "tokenfactory-system")):
+        binding = objects[("RoleBinding", f"{name}-{suffix}")]
+        assert binding["metadata"]["namespace"] == namespace
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": f"{name}-{suffix}",
+        }
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "tokenfactory-system"}]
 
 
 def backup_pod(manifest):

@@ -19,6 +19,10 @@ write fails with 409 and the object is looked at again on the next pass. The mod
 field manager and one code path, so they never fight: a module run on a spec the keeper already applied changes
 nothing.
 
+Configured with the Endpoint the gateway serves and the gateway's copy of its TLS Secret (--endpoint, --tls-copy),
+each pass first keeps that copy in step with the Endpoint's kubernetes.io/tls Secret (tls_copy.py): a Secret renewed
+by cert-manager reaches the gateway's Secret volume, which the gateway reloads, without an Ansible run.
+
 Run in the cluster by the gateway role (gateway_status_keeper), from the gateway image:
     python -m tokenfactory_status_keeper --interval 10
 It imports the collection's module_utils (ansible_collections.tokenfactory.spark, with kubernetes.core's) from the

@@ -20,15 +20,20 @@ from .reconcile import reconcile, refused_unplanned
 
 
 class Keeper:
-    """One pass (run_pass) over every ModelDeployment and Endpoint (of one namespace, or all)."""
+    """One pass (run_pass) over every ModelDeployment and Endpoint (of one namespace, or all); with tls_copy (a
+    tls_copy.TlsCopy), first the gateway's copy of the served Endpoint's TLS Secret."""
 
-    def __init__(self, client, namespace=None, log=LOG):
-        self.client, self.namespace, self.log = client, namespace, log
+    def __init__(self, client, namespace=None, log=LOG, tls_copy=None):
+        self.client, self.namespace, self.log, self.tls_copy = client, namespace, log, tls_copy
         self.skipped = {}  # describe(obj) -> why it was last left alone (logged once per reason)
 
     def run_pass(self):
-        """{'checked', 'written', 'unchanged', 'skipped', 'conflicts', 'errors'} counts of one pass."""
+        """{'checked', 'written', 'unchanged', 'skipped', 'conflicts', 'errors'} counts of one pass (the TLS copy,
+        when kept, is one more object checked)."""
         counts = dict.fromkeys(("checked", "written", "unchanged", "skipped", "conflicts", "errors"), 0)
+        if self.tls_copy is not None:  # first: a pass that cannot list the kinds below still keeps the certificate
+            counts["checked"] += 1
+            counts[self.tls_copy.keep()] += 1
         for rtype, compute in ((ENDPOINT, self.endpoint), (MODEL_DEPLOYMENT, self.deployment)):
             for obj in self.client.list(rtype, self.namespace):
                 if obj["metadata"].get("deletionTimestamp"):
