@@ -372,6 +372,7 @@ def test_status_keeper_follows_a_failing_rollout_without_a_module_run(lab_runs):
     log = kubectl("-n", "tokenfactory-system", "logs", "deployment/tokenfactory-gateway-status-keeper")
     assert "-> Failed" in log and "-> Ready" in log, log[-3000:]
     assert "status not kept" not in log and "failed: API error" not in log, log[-3000:]
+    assert "TLS copy not kept: API error" not in log, log[-3000:]  # its two Roles let it read and write its Secrets
     print(
         f"status keeper: Failed {failed_s:.0f} s after the image change, unrouted {unrouted_s:.0f} s later; "
         f"Ready {ready_s:.0f} s after the undo, routed {routed_s:.0f} s later"
