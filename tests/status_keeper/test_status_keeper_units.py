@@ -190,6 +190,18 @@ def test_a_newer_spec_that_cannot_be_planned_is_refused_in_status_with_the_old_p
     assert [body["kind"] for body in cluster.applied] == ["ModelDeployment"], "only its status is written"
 
 
+def test_a_deployment_created_by_kubectl_without_status_gets_its_status_once_planned(monkeypatch):
+    """No status at all (kubectl apply, or the module between its apply and its status write): once planned, the
+    cluster is the one its Endpoint names (measured: a KeyError on status.computeCluster before)."""
+    cluster, plan = ready_cluster()
+    md = cluster.objects["ModelDeployment"][0]
+    written = md.pop("status")
+    monkeypatch.setattr("tokenfactory_status_keeper.keeper.reconcile", lambda client, obj, stored, log: (plan, None))
+    assert Keeper(cluster).run_pass() == counts(written=1, unchanged=1)
+    assert md["status"]["computeCluster"] == written["computeCluster"] == "spark"
+    assert md["status"]["phase"] == "Ready" and md["status"]["plan"] == plan
+
+
 def test_an_api_error_on_one_object_does_not_stop_the_others():
     cluster, _plan = ready_cluster()
     cluster.gateway_ready = 0

@@ -94,9 +94,13 @@ class Keeper:
                 return refused_unplanned(md, refused), None
         namespace = md["metadata"]["namespace"]
         endpoint = self.client.get(ENDPOINT, md["spec"]["endpoint"], namespace)
-        cluster = self.client.get(COMPUTE_CLUSTER, md["status"]["computeCluster"], namespace)
-        if endpoint is None or cluster is None or "status" not in cluster:
-            return None, f"its Endpoint {md['spec']['endpoint']} or ComputeCluster is missing"
+        if endpoint is None:
+            return None, f"its Endpoint {md['spec']['endpoint']} is missing"
+        # The Endpoint names the cluster (as for the module): a ModelDeployment created by kubectl has no status yet.
+        cluster_name = endpoint["spec"]["computeCluster"]
+        cluster = self.client.get(COMPUTE_CLUSTER, cluster_name, namespace)
+        if cluster is None or "status" not in cluster:
+            return None, f"its Endpoint's ComputeCluster {cluster_name} is missing or not registered"
         return deployment_status(self.client, md, plan, endpoint, cluster, refused), None
 
     def endpoint(self, endpoint):
