@@ -9,11 +9,14 @@ Envoy is a plain route. Each proxy is one process (Envoy --concurrency 1).
 
     python tests/bench/gateway_overhead.py [--streams 1,16,64] [--rounds 3] [--ttft-ms 30] [--itl-ms 25]
         [--arrivals steady,burst] [--skip litellm] [--no-pin] [--baseline DIR] [--profile DIR] [--tls] [--budgets]
+        [--limits] [--instructions N [--no-latency]]
 
 --baseline DIR: another build of services/gateway (`git archive REV services/gateway | tar -x -C DIR`, then
 DIR/services/gateway) measured as target "baseline" in the same rounds: an A/B that the machine's load moves alike.
 --profile DIR: py-spy samples of the gateway during its rounds at the top level, summarized (self time by
 function and by package) and kept as raw stacks in DIR. --tls: the gateway's public listener over HTTPS (its cost).
+--limits: the deployment gets per-key and per-tenant rate limits shaped like the product's defaults (requests and
+tokens per minute, on every gateway target) that no round reaches; with --budgets: what budgets add on that path.
 
 Two arrival patterns, each a table: "steady" spreads the streams' starts over one request's duration, as
 in a closed loop that has been running (the targets are judged on it); "burst" starts every stream at the
@@ -55,6 +58,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.engine.synthetic import TOKEN_WORDS, SyntheticUpstream
 from tests.gateway.gateway import Gateway, deployment_objects
+from tokenfactory_gateway.domain import PER_MINUTE_MAX
 from lab.datastores import PostgresServer, RedisServer
 from lab.processes import free_port
 from lab.wait import ProcessDied, wait_until
@@ -107,6 +111,11 @@ class Process:
 
 
 UNSPENDABLE_TOKENS = 10**14  # a day's budget no benchmark round reaches
+# tf_rate_limits' shape (roles/settings/defaults/main.yml: per key and per tenant, requests and tokens), at the
+# admin API's bound: admitted and debited in Redis on every request, never reached.
+UNREACHED_LIMITS = {
+    scope: {"requestsPerMinute": PER_MINUTE_MAX, "tokensPerMinute": PER_MINUTE_MAX} for scope in ("perKey", "perTenant")
+}
 
 
 def put_budgets(gateway, tenant: str, key: str = "k1") -> None:
@@ -303,9 +312,17 @@ def main() -> int:
     parser.add_argument("--budgets", action="store_true",
                         help="the gateway's bench tenant and key get spend budgets no round exhausts, so every "
                              "request reserves and settles both (with --baseline: what budgets cost)")  # fmt: skip
+    parser.add_argument("--limits", action="store_true",
+                        help="per-key and per-tenant rate limits like the product defaults, never reached, on "
+                             "every gateway (--budgets --baseline services/gateway: budgets on that path)")  # fmt: skip
     parser.add_argument("--instructions", type=int, default=0, metavar="N",
                         help="count CPU instructions per request (callgrind) of the gateway (and --baseline) over N "
                              "requests at 16 streams: a measure no other load on the machine moves")  # fmt: skip
+    parser.add_argument(
+        "--no-latency",
+        action="store_true",
+        help="skip the latency rounds (with --instructions: only the instruction counts)",
+    )
     args = parser.parse_args()
     cores = split_cores() if args.pin else None
     if cores:
@@ -321,7 +338,14 @@ def main() -> int:
         cleanup.append(upstream.stop)
         postgres, redis = PostgresServer().start(), RedisServer().start()
         cleanup += [postgres.stop, redis.stop]
-        objects = deployment_objects("tiny", MODEL, upstream.base_url)
+        objects = deployment_objects(
+            "tiny", MODEL, upstream.base_url, rate_limits=UNREACHED_LIMITS if args.limits else None
+        )
+        sources = {"gateway": None, **({"baseline": args.baseline} if args.baseline else {})}
+        if args.no_latency:
+            if args.instructions:
+                count_instructions(postgres, redis, objects, sources, args.instructions, workdir, args.budgets)
+            return 0
         gateway = Gateway(postgres, redis, objects, routing_refresh_seconds=5)
         gateway.add_replica()
         cleanup.append(gateway.stop)
@@ -385,8 +409,7 @@ def main() -> int:
         rows = gateway.sql("SELECT count(*) FROM usage_records")
         print(f"ledger rows written by the gateway: {rows}")
         if args.instructions:
-            sources = {"gateway": None, **({"baseline": args.baseline} if args.baseline else {})}
-            count_instructions(postgres, redis, objects, sources, args.instructions, workdir)
+            count_instructions(postgres, redis, objects, sources, args.instructions, workdir, args.budgets)
         if profile:
             profile.report()
         return 0 if ok else 1
@@ -442,9 +465,11 @@ def _listeners_of(source: str) -> dict:
     return {} if "internal_listen" in config.read_text() else {"internal_listen": None}
 
 
-def count_instructions(postgres, redis, objects, sources: dict, requests: int, workdir: pathlib.Path) -> None:
+def count_instructions(postgres, redis, objects, sources: dict, requests: int, workdir: pathlib.Path,
+                       budgets=False) -> None:  # fmt: skip
     """Instructions executed per request by each gateway build, under valgrind's callgrind (about 50x slower,
-    so few requests): counted from after a warm-up to the end of `requests` streamed requests at 16 streams."""
+    so few requests): counted from after a warm-up to the end of `requests` streamed requests at 16 streams.
+    `budgets`: the target "gateway" (not the baseline) has them, as in the latency rounds."""
     print(f"\n== CPU instructions per request (callgrind, {requests} streamed requests at 16 streams; "
           "load-independent)")  # fmt: skip
     for name, source in sources.items():
@@ -454,6 +479,8 @@ def count_instructions(postgres, redis, objects, sources: dict, requests: int, w
         try:
             gateway.add_replica(wrapper=wrapper, timeout=900, **(_listeners_of(source) if source else {}))
             headers = {"Authorization": f"Bearer {gateway.create_key('bench')}"}
+            if budgets and name == "gateway":
+                put_budgets(gateway, "bench")
             pid = gateway.replicas[0].proc.pid
             asyncio.run(_streams(gateway.url, headers, 16, 16))  # warm-up: connections, caches, code paths
             began = time.monotonic()

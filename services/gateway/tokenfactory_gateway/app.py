@@ -20,6 +20,7 @@ from redis.exceptions import AuthenticationError, RedisError
 
 from . import db, errors, schema, usage
 from .admin import Admin
+from .admission import Admission
 from .budget import Budgets
 from .invalidation import AuthInvalidation
 from .keys import KeyCache
@@ -27,7 +28,6 @@ from .metering import MeterWriter
 from .metrics import Metrics
 from .portal import Portal
 from .proxy import Proxy
-from .ratelimit import RateLimiter
 from .runtime import RuntimeProbe
 from .sources import RoutingRefresher, make_source
 from .startup import until_answering
@@ -50,7 +50,7 @@ class Gateway:
         self.in_flight = 0  # proxied requests not yet metered
         self.shutting_down = False
         self.pool = self.redis = self.session = None
-        self.keys = self.limiter = self.budgets = self.meter = self.store = self.routing = self.invalidation = None
+        self.keys = self.admission = self.budgets = self.meter = self.store = self.routing = self.invalidation = None
         self._settler = None
         self.runtime = RuntimeProbe(self.metrics, cfg.event_loop_probe_seconds, cfg.gc_young_threshold)
 
@@ -64,7 +64,7 @@ class Gateway:
                               permanent=(AuthenticationError,))  # fmt: skip
         pepper = cfg.key_pepper.encode()
         self.keys = KeyCache(self.pool, pepper, cfg.auth_cache_seconds, cfg.database_timeout)
-        self.limiter = RateLimiter(self.redis, cfg.redis_key_prefix)
+        self.admission = Admission(self.redis, cfg.redis_key_prefix)
         self.budgets = Budgets(self.redis, self.pool, cfg.redis_key_prefix, cfg.database_timeout, self.metrics)
         self.store = Store(self.pool, pepper, cfg.database_timeout)
         self.invalidation = AuthInvalidation(self.redis, cfg.redis_key_prefix, self.keys)
@@ -126,7 +126,7 @@ class Gateway:
                 self.pool.terminate()
 
     def spawn(self, coro) -> None:
-        """Run a fire-and-forget coroutine (token debits) without letting it be garbage-collected."""
+        """Run a fire-and-forget coroutine (a request's settle) without letting it be garbage-collected."""
         task = asyncio.create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._done)
@@ -138,7 +138,7 @@ class Gateway:
 
     @staticmethod
     def log_background_error(exc) -> None:
-        LOG.error("rate-limit debit failed: %s", exc)
+        LOG.error("rate-limit debit / budget settle failed: %s", exc)
 
     async def drain(self, timeout: float) -> None:
         """At shutdown (listener already closed): let proxied requests finish, so each one is metered."""

@@ -3,13 +3,15 @@
 A budget caps what a tenant (all its keys) or one key spends per day or month: an amount (cost = tokens x the
 deployment's price per 1M, in the deployment's currency) and/or a number of tokens; 0 = no cap. Each budgeted
 scope has, per period, a Redis hash of what was spent (seeded from the ledger when Redis does not hold it: a
-new period, a flushed Redis) and a hash of what admitted requests reserved. Admission is one Lua script: a
-request is admitted only when spent + reserved + its own reservation fits every budget, and its reservation is
-then added, so a concurrent burst on any number of replicas admits exactly what fits. The reservation is the
-request's bound: its prompt estimate (one token per 4 bytes of text, or the token ids sent) plus its completion
-bound (`max_completion_tokens`/`max_tokens` x `n`, DEFAULT_COMPLETION_RESERVE when absent). When the request
-ends its reservation is replaced by the real usage of its ledger row. A stream never stops mid-way for a
-budget: it is finished and metered, and what it spent beyond its reservation is charged all the same.
+new period, a flushed Redis) and a hash of what admitted requests reserved. A request is admitted only when
+spent + reserved + its own reservation fits every budget, and its reservation is then added, atomically (in the
+request's one admission script, with its rate limits: admission.py), so a concurrent burst on any number of
+replicas admits exactly what fits. The reservation is the request's bound: its prompt estimate (one token per 4
+bytes of text, or the token ids sent) plus its completion bound (`max_completion_tokens`/`max_tokens` x `n`,
+DEFAULT_COMPLETION_RESERVE when absent). When the request ends its reservation is replaced by the real usage of
+its ledger row (in its one settle script, with its token-limit debit). A stream never stops mid-way for a
+budget: it is finished and metered, and what it spent beyond its reservation is charged all the same. Budgets
+add no Redis call of their own to a request, only seeding does.
 
 Reservations of a replica killed mid-request stay counted until the reservation hash goes idle for
 RESERVATION_IDLE_SECONDS (it expires; every admission renews it).
@@ -32,42 +34,57 @@ BYTES_PER_TOKEN = 4
 RESERVATION_IDLE_SECONDS = 3600
 UTC = datetime.UTC
 
-ADMIT_LUA = """
-local want_t, want_c = tonumber(ARGV[1]), tonumber(ARGV[2])
-for i = 1, #KEYS / 2 do
-  if redis.call('EXISTS', KEYS[2 * i - 1]) == 0 then return {-1, i, ''} end
+# Lua functions over `keys` (each scope's spent and reserved hash, in pairs) and `args` (below).
+LUA = """
+-- The first scope whose spend Redis does not hold (0: none).
+local function budgets_unseeded(keys)
+  for i = 1, #keys / 2 do
+    if redis.call('EXISTS', keys[2 * i - 1]) == 0 then return i end
+  end
+  return 0
 end
-for i = 1, #KEYS / 2 do
-  local max_t, max_c = tonumber(ARGV[2 * i + 1]), tonumber(ARGV[2 * i + 2])
-  local s = redis.call('HMGET', KEYS[2 * i - 1], 't', 'c')
-  local r = redis.call('HMGET', KEYS[2 * i], 't', 'c')
-  if max_t > 0 and tonumber(s[1]) + tonumber(r[1] or 0) + want_t > max_t then return {0, i, 'tokens'} end
-  if max_c > 0 and tonumber(s[2]) + tonumber(r[2] or 0) + want_c > max_c then return {0, i, 'amount'} end
-end
-for i = 1, #KEYS / 2 do
-  redis.call('HINCRBY', KEYS[2 * i], 't', want_t)
-  redis.call('HINCRBY', KEYS[2 * i], 'c', want_c)
-  redis.call('EXPIRE', KEYS[2 * i], tonumber(ARGV[#ARGV]))
-end
-return {1, 0, ''}
-"""
 
-SETTLE_LUA = """
-local res_t, res_c, used_t, used_c = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local spent = {}
-for i = 1, #KEYS / 2 do
-  if redis.call('EXISTS', KEYS[2 * i]) == 1 then
-    if redis.call('HINCRBY', KEYS[2 * i], 't', -res_t) < 0 then redis.call('HSET', KEYS[2 * i], 't', 0) end
-    if redis.call('HINCRBY', KEYS[2 * i], 'c', -res_c) < 0 then redis.call('HSET', KEYS[2 * i], 'c', 0) end
+-- The first scope the request does not fit and what ('tokens' or 'amount'; 0: it fits every one). args: the
+-- request's tokens and nano cost, each scope's caps (tokens, nano amount), the reservation hash's idle seconds.
+local function budgets_over(keys, args)
+  local want_t, want_c = tonumber(args[1]), tonumber(args[2])
+  for i = 1, #keys / 2 do
+    local max_t, max_c = tonumber(args[2 * i + 1]), tonumber(args[2 * i + 2])
+    local s = redis.call('HMGET', keys[2 * i - 1], 't', 'c')
+    local r = redis.call('HMGET', keys[2 * i], 't', 'c')
+    if max_t > 0 and tonumber(s[1]) + tonumber(r[1] or 0) + want_t > max_t then return i, 'tokens' end
+    if max_c > 0 and tonumber(s[2]) + tonumber(r[2] or 0) + want_c > max_c then return i, 'amount' end
   end
-  if redis.call('EXISTS', KEYS[2 * i - 1]) == 1 then
-    spent[2 * i - 1] = redis.call('HINCRBY', KEYS[2 * i - 1], 't', used_t)
-    spent[2 * i] = redis.call('HINCRBY', KEYS[2 * i - 1], 'c', used_c)
-  else
-    spent[2 * i - 1], spent[2 * i] = -1, -1
+  return 0, ''
+end
+
+-- Increments go to HINCRBY as the integers Python sent (a Lua number can become "-0" or "1e+18", not integers).
+local function budgets_reserve(keys, args)
+  for i = 1, #keys / 2 do
+    redis.call('HINCRBY', keys[2 * i], 't', args[1])
+    redis.call('HINCRBY', keys[2 * i], 'c', args[2])
+    redis.call('EXPIRE', keys[2 * i], tonumber(args[#args]))
   end
 end
-return spent
+
+-- The reservation taken back (args 1, 2: its negated tokens and nano cost) and the usage added (args 3, 4);
+-- each scope's spend after it (-1, -1: not held).
+local function budgets_settle(keys, args)
+  local spent = {}
+  for i = 1, #keys / 2 do
+    if redis.call('EXISTS', keys[2 * i]) == 1 then
+      if redis.call('HINCRBY', keys[2 * i], 't', args[1]) < 0 then redis.call('HSET', keys[2 * i], 't', 0) end
+      if redis.call('HINCRBY', keys[2 * i], 'c', args[2]) < 0 then redis.call('HSET', keys[2 * i], 'c', 0) end
+    end
+    if redis.call('EXISTS', keys[2 * i - 1]) == 1 then
+      spent[2 * i - 1] = redis.call('HINCRBY', keys[2 * i - 1], 't', args[3])
+      spent[2 * i] = redis.call('HINCRBY', keys[2 * i - 1], 'c', args[4])
+    else
+      spent[2 * i - 1], spent[2 * i] = -1, -1
+    end
+  end
+  return spent
+end
 """
 
 SEED_LUA = """
@@ -180,16 +197,28 @@ class Reservation:
     cost: int  # nano
     settled: bool = False
 
+    def keys(self) -> list[str]:
+        return [k for s in self.scopes for k in (s.spent_key, s.reserved_key)]
+
+    def admit_args(self) -> tuple[list, list]:
+        """KEYS and ARGV of budgets_unseeded / budgets_over / budgets_reserve."""
+        args = [self.tokens, self.cost]
+        for s in self.scopes:
+            args += [s.budget.tokens, nano(s.budget.amount)]
+        return self.keys(), [*args, RESERVATION_IDLE_SECONDS]
+
+    def settle_args(self, tokens: int, cost: Decimal) -> tuple[list, list]:
+        """KEYS and ARGV of budgets_settle: this reservation replaced by the real usage."""
+        return self.keys(), [-self.tokens, -self.cost, tokens, nano(cost)]
+
 
 class Budgets:
     def __init__(self, redis, pool, prefix: str, timeout: float, metrics):
         self.pool, self.prefix, self.timeout, self.metrics = pool, prefix, timeout, metrics
-        self._admit = redis.register_script(ADMIT_LUA)
-        self._settle = redis.register_script(SETTLE_LUA)
         self._seed = redis.register_script(SEED_LUA)
 
     def scopes_for(self, info, now: datetime.datetime) -> list[Scope]:
-        """The budgets a request of this key draws from (only capped ones; none: no Redis call at all)."""
+        """The budgets a request of this key draws from (only capped ones)."""
         scopes = []
         for label, owner, budget in (("tenant", f"t:{info.tenant}", info.tenant_budget),
                                      ("key", f"k:{info.key_id}", info.key_budget)):  # fmt: skip
@@ -199,32 +228,16 @@ class Budgets:
                 scopes.append(Scope(base, base + ":r", label, budget, start, end))
         return scopes
 
-    async def reserve(self, info, scopes: list[Scope], dep, payload: dict, route: str) -> Reservation:
-        """Reserve this request's bound on every budget, or raise a 429 `budget_exceeded`."""
+    def reservation(self, info, dep, payload: dict, route: str, now: datetime.datetime) -> Reservation | None:
+        """What this request reserves on each budget it draws from (None: no budget, nothing to ask Redis)."""
+        scopes = self.scopes_for(info, now)
+        if not scopes:
+            return None
         prompt, completion = reservation_tokens(payload, route)
-        want = Reservation(scopes, prompt + completion, nano(dep.price.cost(prompt, completion)))
-        keys = [k for s in scopes for k in (s.spent_key, s.reserved_key)]
-        args = [want.tokens, want.cost]
-        for s in scopes:
-            args += [s.budget.tokens, nano(s.budget.amount)]
-        args.append(RESERVATION_IDLE_SECONDS)
-        for _attempt in range(3):
-            status, where, what = await self._admit(keys=keys, args=args)
-            if status == 1:
-                return want
-            scope = scopes[int(where) - 1]
-            if status == 0:
-                raise BudgetExceeded(scope, what.decode() if isinstance(what, bytes) else what)
-            await self._seed_from_ledger(info, scope)
-        raise ApiError(503, "Budget state is being rebuilt; retry.", "service_unavailable", "budget_unavailable")
+        return Reservation(scopes, prompt + completion, nano(dep.price.cost(prompt, completion)))
 
-    async def settle(self, reservation: Reservation, tenant: str, tokens: int, cost: Decimal) -> None:
-        """Replace the reservation by the real usage (once); the tenant's budget gauges show the new spend."""
-        if reservation.settled:
-            return
-        reservation.settled = True
-        keys = [k for s in reservation.scopes for k in (s.spent_key, s.reserved_key)]
-        spent = await self._settle(keys=keys, args=[reservation.tokens, reservation.cost, tokens, nano(cost)])
+    def settled(self, reservation: Reservation, tenant: str, spent: list) -> None:
+        """The tenant's budget gauges after a settle (`spent`: budgets_settle's answer)."""
         for i, scope in enumerate(reservation.scopes):
             if scope.label == "tenant" and spent[2 * i] >= 0:
                 self.show(tenant, scope.budget, int(spent[2 * i]), int(spent[2 * i + 1]))
@@ -251,7 +264,8 @@ class Budgets:
                 self.metrics.budget_spent.labels(tenant, period, unit).set(spent)
                 self.metrics.budget_limit.labels(tenant, period, unit).set(float(cap))
 
-    async def _seed_from_ledger(self, info, scope: Scope) -> None:
+    async def seed_from_ledger(self, info, scope: Scope) -> None:
+        """Redis' spend of a scope read back from the ledger (unless another replica did it first)."""
         key_id = info.key_id if scope.label == "key" else None
         tokens, cost = await self._ledger_spent(info.tenant, key_id, scope.start, scope.end)
         expire_at = int((scope.end + datetime.timedelta(days=1)).timestamp())

@@ -3,7 +3,7 @@
 Validated keys are cached per replica. Admin changes that take rights away (revoke, delete, unshare,
 limit change) bump an auth epoch; a replica that sees a new epoch drops its whole cache. It sees it by
 push (invalidation.py, acknowledged before the admin call returns) or, with rate limits or while the
-push channel is down, in the same Redis call as the rate-limit check (ratelimit.py).
+push channel is down, in the same Redis call as the rate-limit and budget check (admission.py).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import orjson
 from aiohttp import web
 
 from . import apiroutes, domain, errors, fields
+from .admission import OVER_BUDGET, RATE_LIMITED, STALE, UNSEEDED
 from .budget import BudgetExceeded
 from .keys import bearer_token
 from .metering import UsageRecord, opened_line
@@ -47,38 +48,63 @@ class Proxy:
         request["log"].update(tenant=info.tenant, key_id=str(info.key_id))
         return key, info
 
-    async def admit(self, key, info, model):
-        """Resolve the deployment and pass its rate limits in one Redis call that also carries the auth
-        epoch; when the epoch moved, the key is re-read before anything is decided (model None: only
-        the epoch check)."""
+    async def admit(self, key, info, model, request_of=None):
+        """Resolve the deployment and admit the request in one Redis call: the auth epoch (when it moved, the
+        key is re-read before anything is decided), the rate limits and, given `request_of` (payload, route,
+        started), the spend budgets' reservation. Model None: only the epoch check. Returns (info, dep, rate-limit
+        scopes, budget reservation)."""
         gw = self.gw
-        for _attempt in range(3):
+        epoch_changes = seeds = 0
+        while True:
             dep = None if model is None else gw.routing.table.resolve(model, info.tenant, info.granted_models)
             scopes = scopes_for(gw.cfg.redis_key_prefix, info, dep) if dep else []
-            if not scopes and gw.invalidation.live:
-                # No limits to count, and pushed invalidation is up: nothing to ask Redis.
+            reservation = gw.budgets.reservation(info, dep, *request_of) if dep and request_of else None
+            if not scopes and reservation is None and gw.invalidation.live:
+                # No limits to count, no budget, and pushed invalidation is up: nothing to ask Redis.
                 if dep is None and model is not None:
                     raise errors.model_not_found(model)
-                return info, dep, scopes
+                return info, dep, scopes, None
             try:
-                verdict = await gw.limiter.admit(scopes, gw.keys.epoch)
+                verdict = await gw.admission.admit(gw.keys.epoch, scopes, reservation)
             except Exception as exc:
                 raise errors.redis_unavailable() from exc
-            if verdict.stale_epoch:
+            if verdict.status == STALE:
+                epoch_changes += 1
+                if epoch_changes == 3:
+                    raise errors.ApiError(503, "Authorization state is changing; retry.", "service_unavailable",
+                                          "auth_epoch")  # fmt: skip
                 gw.keys.observe_epoch(verdict.epoch)
                 info = await gw.keys.lookup(key)
                 if info is None:
                     raise errors.invalid_api_key()
                 continue
             if model is None:
-                return info, None, scopes
+                return info, None, scopes, None
             if dep is None:
                 raise errors.model_not_found(model)
-            if not verdict.allowed:
-                gw.metrics.rate_limited.labels(model, info.tenant, verdict.scope).inc()
-                raise errors.rate_limited(verdict.scope, verdict.retry_after_s)
-            return info, dep, scopes
-        raise errors.ApiError(503, "Authorization state is changing; retry.", "service_unavailable", "auth_epoch")
+            if verdict.status == RATE_LIMITED:
+                gw.metrics.rate_limited.labels(model, info.tenant, verdict.limited).inc()
+                raise errors.rate_limited(verdict.limited, verdict.retry_after_s)
+            if verdict.status == OVER_BUDGET:
+                gw.metrics.budget_exceeded.labels(dep.model, info.tenant, verdict.budget.label).inc()
+                raise BudgetExceeded(verdict.budget, verdict.what)
+            if verdict.status == UNSEEDED:
+                seeds += 1
+                if seeds == 3:
+                    raise errors.ApiError(503, "Budget state is being rebuilt; retry.", "service_unavailable",
+                                          "budget_unavailable")  # fmt: skip
+                await self.seed(info, verdict.budget)
+                continue
+            return info, dep, scopes, reservation
+
+    async def seed(self, info, scope) -> None:
+        """A budget's spend read back from the ledger into Redis, before the admission is asked again."""
+        try:
+            await self.gw.budgets.seed_from_ledger(info, scope)
+        except errors.ApiError:
+            raise
+        except Exception as exc:
+            raise errors.redis_unavailable("Budget accounting unavailable; retry later.") from exc
 
     # -- routes --------------------------------------------------------------------------------
     async def chat_completions(self, request):
@@ -131,8 +157,7 @@ class Proxy:
             raise errors.ApiError(400, "`model` is required and must be a string.", param="model", code="missing_model")
         metered = fields.check(payload)
         apiroutes.check_route(route, payload)
-        info, dep, scopes = await self.admit(key, info, model)
-        reservation = await self.reserve_budget(info, dep, payload, route, started)
+        info, dep, scopes, reservation = await self.admit(key, info, model, (payload, route, started))
         if metered.stream:  # usage always comes back; on every chunk where the engine can do it
             options = {**payload.get("stream_options", {}), "include_usage": True}
             if domain.running_usage(dep.engine):
@@ -151,22 +176,6 @@ class Proxy:
             self.gw.metrics.in_flight.dec()
             call.record()  # no-op for a stream: recorded before its last byte
             call.finish()
-
-    async def reserve_budget(self, info, dep, payload, route, started):
-        """Reserve the request's bound on the tenant's and key's spend budgets (no Redis call without budgets)."""
-        gw = self.gw
-        scopes = gw.budgets.scopes_for(info, started)
-        if not scopes:
-            return None
-        try:
-            return await gw.budgets.reserve(info, scopes, dep, payload, route)
-        except BudgetExceeded as err:
-            gw.metrics.budget_exceeded.labels(dep.model, info.tenant, err.scope).inc()
-            raise
-        except errors.ApiError:
-            raise
-        except Exception as exc:
-            raise errors.redis_unavailable("Budget accounting unavailable; retry later.") from exc
 
 
 class Call:
@@ -308,21 +317,34 @@ class Call:
 
     async def debit(self) -> None:
         """Charge token limits and budgets with the real usage before the response completes (one Redis call
-        each)."""
-        prompt, completion = self.usage or (0, 0)
-        if self.reservation is not None and self.usage is not None:
+        for both)."""
+        if self.usage is None:
+            return  # finish() charges what the ledger row says
+        settle = self.settle(*self.usage)
+        if settle is not None:
             try:
-                cost = self.dep.price.cost(*self.usage)
-                await self.gw.budgets.settle(self.reservation, self.info.tenant, prompt + completion, cost)
+                await settle
             except Exception as exc:  # the response must still complete
                 self.gw.log_background_error(exc)
-        if not any(s.tpm for s in self.scopes) or not prompt + completion:
-            return
-        self.debited = True
-        try:
-            await self.gw.limiter.debit(self.scopes, prompt + completion)
-        except Exception as exc:  # the response must still complete
-            self.gw.log_background_error(exc)
+
+    def settle(self, prompt: int, completion: int):
+        """The one Redis call that debits the token limits and settles the budget reservation with this usage,
+        each once (None: nothing left to charge)."""
+        tokens = prompt + completion
+        limits = self.scopes if tokens and not self.debited and any(s.tpm for s in self.scopes) else []
+        reservation = self.reservation if self.reservation is not None and not self.reservation.settled else None
+        if not limits and reservation is None:
+            return None
+        if limits:
+            self.debited = True
+        if reservation is not None:
+            reservation.settled = True
+        return self._charge(limits, reservation, tokens, self.dep.price.cost(prompt, completion))
+
+    async def _charge(self, limits, reservation, tokens, cost) -> None:
+        spent = await self.gw.admission.settle(limits, reservation, tokens, cost)
+        if reservation is not None:
+            self.gw.budgets.settled(reservation, self.info.tenant, spent)
 
     def fail(self, status, message, code):
         self.status, self.error = status, code
@@ -367,11 +389,9 @@ class Call:
     def finish(self) -> None:
         """Debit token limits and settle budgets (if not done yet), count and log; never raises (the row is
         already journaled)."""
-        reservation = self.reservation
-        if reservation is not None and not reservation.settled:  # what the ledger row says, or nothing spent
-            prompt, completion = self.metered[:2] if self.metered else (0, 0)
-            cost = self.dep.price.cost(prompt, completion)
-            self.gw.spawn(self.gw.budgets.settle(reservation, self.info.tenant, prompt + completion, cost))
+        settle = self.settle(*self.metered[:2]) if self.metered else self.settle(0, 0)  # what the row says
+        if settle is not None:
+            self.gw.spawn(settle)
         if self.metered is None:
             return
         try:
@@ -383,8 +403,6 @@ class Call:
         gw, info, dep = self.gw, self.info, self.dep
         prompt, completion, _estimated = self.metered
         status = self.status or 500
-        if prompt + completion and not self.debited and any(s.tpm for s in self.scopes):
-            gw.spawn(gw.limiter.debit(self.scopes, prompt + completion))
         m = gw.metrics.route(dep.model, info.tenant)
         m.request(status).inc()
         if status >= 400 or self.error:

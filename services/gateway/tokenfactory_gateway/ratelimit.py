@@ -1,11 +1,13 @@
-"""Request and token rate limits in Redis, shared by all replicas, plus the auth epoch check.
+"""Request and token rate limits in Redis, shared by all replicas.
 
 Each scope (key, tenant, key@deployment, tenant@deployment, deployment) is one Redis hash holding two
 continuous token buckets: requests (capacity = requests per minute) and tokens (capacity = tokens per
-minute), refilled linearly using Redis' own clock. Admission runs as one Lua script, so concurrent
-requests on any number of replicas are admitted exactly up to the bucket contents. Tokens are debited
-with the real usage after the response; a request is admitted while the token bucket is positive, so
-a burst of in-flight requests can overdraw it, and the deficit then blocks until refilled.
+minute), refilled linearly using Redis' own clock. Tokens are debited with the real usage after the response;
+a request is admitted while the token bucket is positive, so a burst of in-flight requests can overdraw it,
+and the deficit then blocks until refilled. This module owns the Lua functions and their arguments; a request
+runs them in two Redis calls in all (admission.py): its admission (with the auth epoch check and its budget
+reservation, one atomic script, so concurrent requests on any number of replicas are admitted exactly up to
+the bucket contents) and its settlement (the token debit, with its budget settle).
 """
 
 from __future__ import annotations
@@ -13,68 +15,70 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from .invalidation import SEED_EPOCH
+# Lua functions over `keys` (the scopes' hashes) and `args` (their requests and tokens per minute, in pairs).
+LUA = """
+local function limits_now()
+  local clock = redis.call('TIME')
+  return tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+end
 
-ADMIT_LUA = (
-    SEED_EPOCH
-    + """
-if epoch ~= ARGV[1] then return {-1, 0, 0, epoch} end
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local requests = {}
-local worst, worst_at = 0, 0
-for i = 2, #KEYS do
-  local rpm, tpm = tonumber(ARGV[2 * i - 2]), tonumber(ARGV[2 * i - 1])
-  local h = redis.call('HMGET', KEYS[i], 'r', 'rt', 't', 'tt')
-  if rpm > 0 then
-    local rate = rpm / 60000
-    local avail = rpm
-    if h[1] then avail = math.min(rpm, tonumber(h[1]) + (now - tonumber(h[2])) * rate) end
-    requests[i] = avail
-    if avail < 1 then
-      local wait = math.ceil((1 - avail) / rate)
-      if wait > worst then worst, worst_at = wait, 2 * (i - 1) - 1 end
+-- The longest wait (ms) a bucket asks for and where (2j - 1: scope j's requests, 2j: its tokens; 0: none),
+-- and the requests each request bucket holds now.
+local function limits_check(keys, args, now)
+  local requests, worst, worst_at = {}, 0, 0
+  for j = 1, #keys do
+    local rpm, tpm = tonumber(args[2 * j - 1]), tonumber(args[2 * j])
+    local h = redis.call('HMGET', keys[j], 'r', 'rt', 't', 'tt')
+    if rpm > 0 then
+      local rate = rpm / 60000
+      local avail = rpm
+      if h[1] then avail = math.min(rpm, tonumber(h[1]) + (now - tonumber(h[2])) * rate) end
+      requests[j] = avail
+      if avail < 1 then
+        local wait = math.ceil((1 - avail) / rate)
+        if wait > worst then worst, worst_at = wait, 2 * j - 1 end
+      end
+    end
+    if tpm > 0 and h[3] then
+      local rate = tpm / 60000
+      local avail = math.min(tpm, tonumber(h[3]) + (now - tonumber(h[4])) * rate)
+      if avail <= 0 then
+        local wait = math.ceil(-avail / rate) + 1
+        if wait > worst then worst, worst_at = wait, 2 * j end
+      end
     end
   end
-  if tpm > 0 and h[3] then
+  return worst, worst_at, requests
+end
+
+-- One request out of each request bucket (`requests`: from limits_check).
+local function limits_take(keys, args, now, requests)
+  for j = 1, #keys do
+    if requests[j] then
+      local rpm = tonumber(args[2 * j - 1])
+      local left = requests[j] - 1
+      redis.call('HSET', keys[j], 'r', tostring(left), 'rt', now)
+      local keep = math.ceil((rpm - left) * 60000 / rpm) + 1000
+      if redis.call('PTTL', keys[j]) < keep then redis.call('PEXPIRE', keys[j], keep) end
+    end
+  end
+end
+
+-- The tokens used out of each token bucket (`args`: the tokens used, then each scope's tokens per minute).
+local function limits_debit(keys, args, now)
+  local used = tonumber(args[1])
+  for j = 1, #keys do
+    local tpm = tonumber(args[j + 1])
     local rate = tpm / 60000
-    local avail = math.min(tpm, tonumber(h[3]) + (now - tonumber(h[4])) * rate)
-    if avail <= 0 then
-      local wait = math.ceil(-avail / rate) + 1
-      if wait > worst then worst, worst_at = wait, 2 * (i - 1) end
-    end
+    local h = redis.call('HMGET', keys[j], 't', 'tt')
+    local avail = tpm
+    if h[1] then avail = math.min(tpm, tonumber(h[1]) + (now - tonumber(h[2])) * rate) end
+    avail = avail - used
+    redis.call('HSET', keys[j], 't', tostring(avail), 'tt', now)
+    local keep = math.ceil((tpm - avail) / rate) + 1000
+    if redis.call('PTTL', keys[j]) < keep then redis.call('PEXPIRE', keys[j], keep) end
   end
 end
-if worst > 0 then return {0, worst, worst_at, epoch} end
-for i = 2, #KEYS do
-  if requests[i] then
-    local rpm = tonumber(ARGV[2 * i - 2])
-    local left = requests[i] - 1
-    redis.call('HSET', KEYS[i], 'r', tostring(left), 'rt', now)
-    local keep = math.ceil((rpm - left) * 60000 / rpm) + 1000
-    if redis.call('PTTL', KEYS[i]) < keep then redis.call('PEXPIRE', KEYS[i], keep) end
-  end
-end
-return {1, 0, 0, epoch}
-"""
-)
-
-DEBIT_LUA = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local used = tonumber(ARGV[1])
-for i = 1, #KEYS do
-  local tpm = tonumber(ARGV[i + 1])
-  local rate = tpm / 60000
-  local h = redis.call('HMGET', KEYS[i], 't', 'tt')
-  local avail = tpm
-  if h[1] then avail = math.min(tpm, tonumber(h[1]) + (now - tonumber(h[2])) * rate) end
-  avail = avail - used
-  redis.call('HSET', KEYS[i], 't', tostring(avail), 'tt', now)
-  local keep = math.ceil((tpm - avail) / rate) + 1000
-  if redis.call('PTTL', KEYS[i]) < keep then redis.call('PEXPIRE', KEYS[i], keep) end
-end
-return 1
 """
 
 
@@ -84,15 +88,6 @@ class Scope:
     label: str  # for 429 messages and metrics, e.g. "tenant"
     rpm: int
     tpm: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Admission:
-    allowed: bool
-    stale_epoch: bool
-    epoch: int
-    retry_after_s: int = 0
-    scope: str = ""
 
 
 def scopes_for(prefix: str, info, dep) -> list[Scope]:
@@ -111,29 +106,18 @@ def _pair(limits):
     return limits.requests_per_minute, limits.tokens_per_minute
 
 
-class RateLimiter:
-    def __init__(self, redis, prefix: str):
-        self.redis = redis
-        self.prefix = prefix
-        self.epoch_key = f"{prefix}auth:epoch"
-        self._admit = redis.register_script(ADMIT_LUA)
-        self._debit = redis.register_script(DEBIT_LUA)
+def admit_args(scopes: list[Scope]) -> tuple[list, list]:
+    """KEYS and ARGV of limits_check / limits_take."""
+    return [s.key for s in scopes], [n for s in scopes for n in (s.rpm, s.tpm)]
 
-    async def admit(self, scopes: list[Scope], epoch: int | None) -> Admission:
-        args = ["" if epoch is None else str(epoch)]
-        for scope in scopes:
-            args += [scope.rpm, scope.tpm]
-        status, wait_ms, where, seen = await self._admit(keys=[self.epoch_key, *(s.key for s in scopes)], args=args)
-        seen = int(seen)
-        if status == -1:
-            return Admission(False, True, seen)
-        if status == 0:
-            scope = scopes[(where - 1) // 2]
-            kind = "requests" if where % 2 else "tokens"
-            return Admission(False, False, seen, max(1, math.ceil(wait_ms / 1000)), f"{scope.label} {kind}")
-        return Admission(True, False, seen)
 
-    async def debit(self, scopes: list[Scope], tokens: int) -> None:
-        limited = [s for s in scopes if s.tpm]
-        if limited and tokens > 0:
-            await self._debit(keys=[s.key for s in limited], args=[tokens, *(s.tpm for s in limited)])
+def refusal(scopes: list[Scope], wait_ms: int, where: int) -> tuple[str, int]:
+    """What refused (e.g. "tenant requests") and the Retry-After seconds, from limits_check's answer."""
+    kind = "requests" if where % 2 else "tokens"
+    return f"{scopes[(where - 1) // 2].label} {kind}", max(1, math.ceil(wait_ms / 1000))
+
+
+def debit_args(scopes: list[Scope], tokens: int) -> tuple[list, list]:
+    """KEYS and ARGV of limits_debit: the token-limited scopes (no keys when nothing was used)."""
+    limited = [s for s in scopes if s.tpm] if tokens > 0 else []
+    return [s.key for s in limited], [tokens, *(s.tpm for s in limited)]
