@@ -103,6 +103,24 @@ def test_the_ledger_keeps_its_data_on_a_claim_or_on_a_node_directory(tmp_path):
     assert spec["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "spark-01"}
 
 
+def test_no_pod_on_the_request_path_is_best_effort(tmp_path):
+    """The gateway, its PostgreSQL and Redis and the status keeper request CPU and memory: a BestEffort pod is the
+    first a busy node starves (the rehearsal's Redis beside an engine at full CPU: 4 of 64 requests got 503)."""
+    (tmp_path / "gateway").mkdir()
+    (tmp_path / "stores").mkdir()
+    workloads = {**rendered(tmp_path / "gateway"), **stores(tmp_path / "stores")}
+    pods = {
+        name: m["spec"]["template"]["spec"]
+        for (kind, name), m in workloads.items()
+        if kind in ("Deployment", "StatefulSet")
+    }
+    assert {"tokenfactory-gateway", "tokenfactory-gateway-postgres", "tokenfactory-gateway-redis"} <= set(pods)
+    for name, spec in pods.items():
+        for container in spec["containers"]:
+            requests = container.get("resources", {}).get("requests", {})
+            assert {"cpu", "memory"} <= set(requests), (name, container["name"], requests)
+
+
 def test_the_status_keeper_runs_its_package_from_the_gateway_image_with_its_own_account(tmp_path):
     """Its own ServiceAccount and ClusterRole (least privilege: of the Token Factory kinds the status subresources only,
     besides them the engines' child kinds it applies as the module does, no Secrets); it runs the keeper's package,
