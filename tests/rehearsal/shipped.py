@@ -118,18 +118,25 @@ def rehearse(shipped, tmp_path_factory):
     clean()
 
 
-def validation_of(shipped, run):
-    """The cold run's validation: its summary row (requests ok/sent, verdict) and the report's validation object."""
+def assert_validated_over_https(shipped, run):
+    """The cold run printed the base URL on the first Spark's address with the site CA to trust, and validate.yml
+    passed every request and every SLO, with no 429, and read the engines' KV cache through the API server's proxy
+    (the controller is outside the cluster's networks)."""
     out = run["cold"]
+    address = shipped.addresses[shipped.control_plane]
+    assert f"OPENAI_BASE_URL=https://{address}/v1; clients trust the site CA {run['ca']}" in " ".join(out.split())
     row = re.search(rf"{re.escape(shipped.deployment)}\s+localhost\s+(\d+)/(\d+)\s.*?\s(PASS|FAIL)\n", out)
     assert row, out[-4000:]
+    assert row[1] == row[2] and row[3] == "PASS", row[0]
     (report,) = run["reports"].glob(f"{shipped.name}*.json")
     (validation,) = [v["validation"] for v in json.loads(report.read_text())["validations"]]
-    return row, validation
+    assert validation["slo"]["passed"] and validation["errors"]["rate_limited"] == 0
+    assert validation["server"]["kv_cache_usage"]["peak"] is not None, validation.get("server")
 
 
-def changed_per_host(output):
-    return {host: counts["changed"] for host, counts in play_recap(output).items()}
+def assert_second_run_changes_nothing(run):
+    changed = {host: counts["changed"] for host, counts in play_recap(run["warm"]).items()}
+    assert changed == dict.fromkeys(changed, 0), changed
 
 
 def https_get(address, hostname, path, key, ca):

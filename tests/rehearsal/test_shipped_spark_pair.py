@@ -23,7 +23,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from lab.versions import kube_tag
 from tests.e2e.lab_run import engine_pods, kubectl, pod_token_counters
 from tests.playbooks.ansible_run import play_recap
-from tests.rehearsal.shipped import Shipped, changed_per_host, https_get, rehearse, validation_of
+from tests.rehearsal.shipped import (
+    Shipped,
+    assert_second_run_changes_nothing,
+    assert_validated_over_https,
+    https_get,
+    rehearse,
+)
 
 pytestmark = [pytest.mark.rehearsal_pair, pytest.mark.slow, pytest.mark.timeout(7200)]
 SHIPPED = Shipped("spark-pair")
@@ -61,18 +67,11 @@ def test_the_simulation_boundary_names_the_link(rehearsal):
 def test_cold_run_ends_in_validate_pass_over_https_on_both_sparks(rehearsal):
     recap = play_recap(rehearsal["cold"])
     assert all(recap[node]["failed"] == 0 and recap[node]["changed"] > 0 for node in (FIRST, SECOND)), recap
-    address = SHIPPED.addresses[FIRST]
-    base = f"OPENAI_BASE_URL=https://{address}/v1; clients trust the site CA {rehearsal['ca']}"
-    assert base in " ".join(rehearsal["cold"].split())
-    row, validation = validation_of(SHIPPED, rehearsal)
-    assert row[1] == row[2] and row[3] == "PASS", row[0]
-    assert validation["slo"]["passed"] and validation["errors"]["rate_limited"] == 0
-    assert validation["server"]["kv_cache_usage"]["peak"] is not None, validation.get("server")
+    assert_validated_over_https(SHIPPED, rehearsal)
 
 
 def test_second_run_changes_nothing(rehearsal):
-    changed = changed_per_host(rehearsal["warm"])
-    assert changed == dict.fromkeys(changed, 0), changed
+    assert_second_run_changes_nothing(rehearsal)
 
 
 def nodes():

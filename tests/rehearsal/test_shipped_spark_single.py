@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from tests.playbooks.ansible_run import play_recap
-from tests.rehearsal.shipped import Shipped, changed_per_host, rehearse, validation_of
+from tests.rehearsal.shipped import Shipped, assert_second_run_changes_nothing, assert_validated_over_https, rehearse
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.slow, pytest.mark.timeout(5400)]
 SHIPPED = Shipped("spark-single")
@@ -30,19 +30,12 @@ def test_the_simulation_boundary_is_printed(rehearsal):
 
 
 def test_cold_run_ends_in_validate_pass_over_https_naming_the_site_ca(rehearsal):
-    out = rehearsal["cold"]
-    assert play_recap(out)[NODE]["failed"] == 0
-    assert f"OPENAI_BASE_URL=https://{NODE_IP}/v1; clients trust the site CA {rehearsal['ca']}" in " ".join(out.split())
-    row, validation = validation_of(SHIPPED, rehearsal)
-    assert row[1] == row[2] and row[3] == "PASS", row[0]
-    assert validation["slo"]["passed"] and validation["errors"]["rate_limited"] == 0
-    # Engine metrics through the API server's proxy (the controller is outside the cluster's networks).
-    assert validation["server"]["kv_cache_usage"]["peak"] is not None, validation.get("server")
+    assert play_recap(rehearsal["cold"])[NODE]["failed"] == 0
+    assert_validated_over_https(SHIPPED, rehearsal)
 
 
 def test_second_run_changes_nothing(rehearsal):
-    changed = changed_per_host(rehearsal["warm"])
-    assert changed == dict.fromkeys(changed, 0), changed
+    assert_second_run_changes_nothing(rehearsal)
 
 
 def test_the_created_ca_and_key_file_serve_a_tenant_with_curl_and_the_openai_sdk(rehearsal):
