@@ -150,5 +150,5 @@ def https_get(address, hostname, path, key, ca):
     ):
         tls.sendall(request.encode())
         answer = b"".join(iter(lambda: tls.recv(65536), b"")).decode()
-    head, _, body = answer.partition("\r\n\r\n")
+    head, _blank, body = answer.partition("\r\n\r\n")
     return head.splitlines()[0], body

@@ -33,7 +33,7 @@ from tests.rehearsal.shipped import (
 
 pytestmark = [pytest.mark.rehearsal_pair, pytest.mark.slow, pytest.mark.timeout(7200)]
 SHIPPED = Shipped("spark-pair")
-FIRST, SECOND = SHIPPED.addresses
+FIRST, SECOND = list(SHIPPED.addresses)  # the control plane, then the worker
 CONNECTX = yaml.safe_load((SHIPPED.inventory / "group_vars/all/connectx.yml").read_text())
 LINK = yaml.safe_load((SHIPPED.overlay / "group_vars/all/simulated_link.yml").read_text())["tf_lab_link"]
 GATEWAY_NAMESPACE = yaml.safe_load((SHIPPED.inventory / "group_vars/all/gateway.yml").read_text())["gateway_namespace"]
@@ -123,7 +123,7 @@ def test_admin_api_only_on_the_admin_node_port_of_the_first_spark(rehearsal):
     token = rehearsal["admin_token"]
     key = rehearsal["key_file"].read_text().strip()
     address = SHIPPED.addresses[FIRST]
-    status, _ = https_get(address, address, "/admin/v1/tenants", token, rehearsal["ca"])
+    status, _body = https_get(address, address, "/admin/v1/tenants", token, rehearsal["ca"])
     assert status.startswith("HTTP/1.1 404"), status
     admin = urllib.request.Request(
         f"http://{address}:{SHIPPED.admin_node_port}/admin/v1/tenants", headers={"Authorization": f"Bearer {token}"}

@@ -29,7 +29,7 @@ REDACTED = "<redacted>"
 
 def parse_ref(value):
     """(namespace, name) of '<namespace>/<name>'; ValueError otherwise."""
-    namespace, _, name = (value or "").partition("/")
+    namespace, _slash, name = (value or "").partition("/")
     if not namespace or not name or "/" in name:
         raise ValueError(f"{value!r} is not <namespace>/<name>")
     return namespace, name
