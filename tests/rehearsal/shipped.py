@@ -38,6 +38,7 @@ class Shipped:
         self.key_name = serving["tf_gateway_tenants"][0]["api_keys"][0]["name"]
         gateway = yaml.safe_load((self.inventory / "group_vars/all/gateway.yml").read_text())
         self.admin_node_port = gateway["gateway_admin_node_port"]
+        self.gateway_namespace = gateway["gateway_namespace"]
         self.kubeconfig = self.inventory / f"artifacts/{name}.kubeconfig"
 
 

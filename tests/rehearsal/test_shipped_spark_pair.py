@@ -36,7 +36,7 @@ SHIPPED = Shipped("spark-pair")
 FIRST, SECOND = list(SHIPPED.addresses)  # the control plane, then the worker
 CONNECTX = yaml.safe_load((SHIPPED.inventory / "group_vars/all/connectx.yml").read_text())
 LINK = yaml.safe_load((SHIPPED.overlay / "group_vars/all/simulated_link.yml").read_text())["tf_lab_link"]
-GATEWAY_NAMESPACE = yaml.safe_load((SHIPPED.inventory / "group_vars/all/gateway.yml").read_text())["gateway_namespace"]
+GATEWAY_NAMESPACE = SHIPPED.gateway_namespace
 REPLICAS = yaml.safe_load((SHIPPED.inventory / "group_vars/all/pair_serving.yml").read_text())["tf_replicas"]
 
 
