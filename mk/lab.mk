@@ -29,21 +29,21 @@ lab-clean: bootstrap
 
 ## The lab as its own test (marker e2e): lab-clean, cold run, warm run (the product playbook must change nothing).
 test-e2e: bootstrap $(LAB_PREREQS)
-	$(PYTEST) -m e2e -p no:cacheprovider -rP tests/e2e
+	$(PYTEST) -m e2e -p no:cacheprovider -rA tests/e2e
 
 ## The pair lab as its own test (marker e2e_pair; in no lane: CI's 90 minutes): lab-clean, cold, warm, checks,
 ## lab-clean, all with LAB_INVENTORY=inventories/lab-pair.
 test-e2e-pair: bootstrap $(LAB_PREREQS)
-	$(PYTEST) -m e2e_pair -p no:cacheprovider -rP tests/e2e
+	$(PYTEST) -m e2e_pair -p no:cacheprovider -rA tests/e2e
 
 ## The SHIPPED inventories/spark-single end to end on a podman Spark host (marker rehearsal): only the overlay
 ## tests/rehearsal/spark-single (address, user, vault from the example, simulation layer) on top; validate PASS over
 ## HTTPS with the site CA the collection created, then a second run that changes nothing.
 test-rehearsal: bootstrap $(LAB_PREREQS)
-	$(PYTEST) -m rehearsal -p no:cacheprovider -rP tests/rehearsal
+	$(PYTEST) -m rehearsal -p no:cacheprovider -rA tests/rehearsal
 
 ## The SHIPPED inventories/spark-pair the same way on two podman Spark hosts cabled by the SIMULATED CX-7 link (marker
 ## rehearsal_pair; overlay tests/rehearsal/spark-pair): the second joins over the link, one engine replica per Spark,
 ## validate PASS over HTTPS, the Endpoint on both management addresses, pod-to-pod bytes on the link, changed=0.
 test-rehearsal-pair: bootstrap $(LAB_PREREQS)
-	$(PYTEST) -m rehearsal_pair -p no:cacheprovider -rP tests/rehearsal
+	$(PYTEST) -m rehearsal_pair -p no:cacheprovider -rA tests/rehearsal

@@ -1,8 +1,10 @@
 """scripts/run_lanes.py with real make on a small Makefile: lanes side by side, every tier run after a failure, the
 summary (PASS/FAIL, seconds, pytest totals, a failed tier's log tail), --fail-fast, one lane per tier, interrupts."""
 
+import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +30,13 @@ twice:
 marker:
 \t@date +%s.%N > $(OUT)/$@.$${LANE_TAG:-x}
 \t@sleep 1
+burn:
+\t@python3 -c "import time; any(time.process_time() > 1.0 for _ in iter(int, 1))"
+ids:
+\t@echo "PASSED tests/x.py::test_a[1]"; echo "FAILED ../../molecule/m/tests/test_b.py::test_b"
+starts:
+\t@redis-server --port 0 --unixsocket $(OUT)/redis.sock --save '' --appendonly no >/dev/null & pid=$$!; \\
+\t  sleep 2.5; kill $$pid; wait $$pid || true
 hang:
 \t@echo $$$$ > $(OUT)/hang.pid; sleep 600
 """
@@ -83,6 +92,29 @@ def test_all_passing_lanes_exit_zero_with_seconds_per_tier(project):
     assert float(summary_row(proc.stdout, "slow")[3]) >= 1
     assert "failed tiers" not in proc.stdout
     assert proc.stdout.rstrip().splitlines()[-1] == "tests: 5 passed, 0 failed, 1 skipped"
+
+
+def test_each_tier_reports_the_cpu_of_its_own_processes_and_the_summary_the_machines(project):
+    proc = run_lanes(project, ("one", "burn"), ("two", "slow"))
+    assert proc.returncode == 0, proc.stdout
+    # burn spends 1 CPU-second in a grandchild (make -> python): wait4 counts the tree; slow only sleeps.
+    assert float(summary_row(proc.stdout, "burn")[4]) >= 1
+    assert float(summary_row(proc.stdout, "slow")[4]) < 1
+    machine = next(line for line in proc.stdout.splitlines() if line.startswith("machine CPU: "))
+    busy, total = (float(v) for v in re.match(r"machine CPU: (\d+) CPU-s busy of (\d+)", machine).groups())
+    assert 1 <= busy <= total, machine
+
+
+def test_suite_json_holds_each_tiers_test_ids_and_the_real_components_it_started(project):
+    proc = run_lanes(project, ("one", "ids"), ("two", "starts"))
+    assert proc.returncode == 0, proc.stdout
+    suite = json.loads((project / "logs/suite.json").read_text())
+    assert suite["ids"]["tests"] == ["PASSED tests/x.py::test_a[1]", "FAILED molecule/m/tests/test_b.py::test_b"]
+    assert suite["ids"]["components"] == {}
+    # A real redis-server the tier started, seen in /proc and attributed by the TF_TIER run_lanes gives the tier.
+    assert suite["starts"]["components"] == {"redis-server": 1}, proc.stdout
+    assert suite["starts"]["lane"] == "two" and suite["starts"]["result"] == "PASS"
+    assert "starts                       redis-server x1" in proc.stdout
 
 
 def test_lanes_run_side_by_side(project):

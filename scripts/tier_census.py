@@ -1,0 +1,119 @@
+"""What each test tier ran: the pytest ids in its log, and the real components it started, counted from /proc.
+
+run_lanes.py gives every tier's process tree TF_TIER=<tier>. A process is that tier's when TF_TIER is in its own
+environment or its nearest ancestor's that has one; that covers the tier's own children (pytest's PostgreSQL, Redis,
+vLLM, API servers) and the podman hosts' processes (kubelets, static pods, engine pods), whose chain reaches the conmon
+the tier's podman started. A component is counted once per main process seen (a restart counts again).
+"""
+
+import json
+import os
+import pathlib
+import re
+import threading
+
+# name -> is (comm, cmdline) one of the component's processes? The main one is the process whose parent is not.
+COMPONENTS = {
+    "kubelet": lambda comm, cmd: comm == "kubelet",
+    "kube-apiserver": lambda comm, cmd: comm == "kube-apiserver",
+    "etcd": lambda comm, cmd: comm == "etcd",
+    "kwok": lambda comm, cmd: comm == "kwok",
+    "vllm": lambda comm, cmd: bool(re.search(r"vllm(\.entrypoints\.openai\.api_server| serve\b)", cmd)),
+    "postgres": lambda comm, cmd: comm == "postgres",
+    "redis-server": lambda comm, cmd: comm == "redis-server",
+    "prometheus": lambda comm, cmd: comm == "prometheus",
+    "gateway": lambda comm, cmd: "tokenfactory_gateway" in cmd,
+}
+# pytest's short test summary (-rA): "PASSED tests/unit/test_x.py::test_y[param]" (SKIPPED lines carry no id).
+RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (?:\.\./)*(\S+::\S+)")
+
+
+def test_ids(log: pathlib.Path) -> list:
+    """The ids of every test a tier's log reports, with its outcome, in order (`../` of Molecule's paths dropped)."""
+    found = []
+    with log.open(errors="replace") as lines:
+        for line in lines:
+            match = RESULT_LINE.match(line)
+            if match:
+                found.append(f"{match[1]} {match[2]}")
+    return found
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+def _cmdline(pid: str) -> str:
+    return _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace")
+
+
+def _stat(pid: str) -> tuple:
+    """(comm, ppid) of a process, or ('', '') when it is gone."""
+    text = _read(f"/proc/{pid}/stat").decode(errors="replace")
+    if ")" not in text:
+        return "", ""
+    comm = text[text.index("(") + 1 : text.rindex(")")]
+    return comm, text[text.rindex(")") + 2 :].split()[1]
+
+
+def _tier_of(pid: str) -> str:
+    """TF_TIER of the process or of its nearest ancestor that has one ('' when none does)."""
+    for _ in range(64):
+        if pid in {"", "0"}:
+            return ""
+        for item in _read(f"/proc/{pid}/environ").split(b"\0"):
+            if item.startswith(b"TF_TIER="):
+                return item[len(b"TF_TIER=") :].decode(errors="replace")
+        pid = _stat(pid)[1]
+    return ""
+
+
+class Census(threading.Thread):
+    """Polls /proc; counts[tier][component] = the component's main processes seen in that tier."""
+
+    def __init__(self, interval: float = 1.0):
+        super().__init__(name="census", daemon=True)
+        self.interval, self.counts, self.seen, self.counted = interval, {}, {}, set()
+        self.stopped = threading.Event()
+        self.lock = threading.Lock()
+
+    def scan(self):
+        looks = {}
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            comm, ppid = _stat(pid)
+            if not comm:
+                continue
+            looks[pid] = comm
+            # A process is looked at again when its name changes (an exec, e.g. runc's init becoming the API server).
+            if self.seen.get(pid) == comm or pid in self.counted:
+                continue
+            cmd = _cmdline(pid)
+            for name, matches in COMPONENTS.items():
+                if matches(comm, cmd) and not matches(_stat(ppid)[0], _cmdline(ppid)):
+                    tier = _tier_of(pid)
+                    if tier:
+                        with self.lock:
+                            per_tier = self.counts.setdefault(tier, {})
+                            per_tier[name] = per_tier.get(name, 0) + 1
+                    self.counted.add(pid)
+                    break
+        # Only the live pids: a reused pid is a new process.
+        self.seen = looks
+        self.counted &= looks.keys()
+
+    def run(self):
+        while not self.stopped.wait(self.interval):
+            self.scan()
+
+    def of(self, tier: str) -> dict:
+        with self.lock:
+            return dict(sorted(self.counts.get(tier, {}).items()))
+
+
+def write(path: pathlib.Path, tiers: dict):
+    """{tier: {"lane", "result", "seconds", "cpu_seconds", "tests": [...], "components": {...}}} as JSON."""
+    path.write_text(json.dumps(tiers, indent=1, sort_keys=True) + "\n")
