@@ -1,8 +1,8 @@
 # Host roles: cached Debian systemd images for podman, Molecule scenarios, preflight negative tests.
 .PHONY: host-image host-image-arm64 node-host-image node-images node-images-upgrade-from e2e-images test-molecule \
-  molecule-default molecule-pair molecule-arm64 test-host-roles test-cni
-# The kubelet scenarios in the clusters lane (one at a time); the light podman hosts beside the other services.
-CLUSTER_TIERS += molecule-default molecule-pair
+  molecule-default molecule-arm64 test-host-roles test-cni
+# The kubelet scenario in the clusters lane (one cluster at a time); the light podman hosts beside the other services.
+CLUSTER_TIERS += molecule-default
 SERVICE_TIERS += test-host-roles test-cni molecule-arm64
 MOLECULE_TEST = ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1 molecule test -s $*
 
@@ -27,17 +27,16 @@ e2e-images: bootstrap
 	$(BUILD_LOCK) nice -n 10 scripts/build-e2e-images
 
 # Static pattern rules: make skips implicit-rule search for .PHONY targets, so plain `molecule-%` never ran.
-# default and pair run real kubelets: the node host image and the node images (which build what they need).
-# Both come up at UPGRADE_FROM_KUBE_VERSION and are upgraded to node-images' version in their side effect, the health
-# gate reading a real Prometheus; default also runs a focused subset of the upstream conformance suite on the upgraded
-# node (molecule/default/tests/test_conformance.py).
-molecule-default molecule-pair: molecule-%: node-host-image node-images node-images-upgrade-from prometheus
+# default runs the pair of real kubelets: the node host image and the node images (which build what they need). It
+# comes up at UPGRADE_FROM_KUBE_VERSION and is upgraded to node-images' version in its side effect, the health gate
+# reading a real Prometheus, then runs a focused subset of the upstream conformance suite on the upgraded cluster
+# (molecule/default/tests/test_conformance.py).
+molecule-default: molecule-%: node-host-image node-images node-images-upgrade-from prometheus e2e-images
 	$(MOLECULE_TEST)
 UPGRADE_FROM_KUBE_VERSION ?= v$(call tf_pinned,kubernetes_upgrade_from)
 ## The same images and binaries for UPGRADE_FROM_KUBE_VERSION ($TF_CACHE/k8s-v1.36.2, 1.1 GB; cold 844 s, then cached).
 node-images-upgrade-from: bootstrap
 	$(BUILD_LOCK) env KUBE_VERSION=$(UPGRADE_FROM_KUBE_VERSION) nice -n 10 scripts/build-node-images
-molecule-default: e2e-images
 molecule-arm64: molecule-%: host-image-arm64
 	$(MOLECULE_TEST)
 
@@ -52,4 +51,4 @@ test-cni: bootstrap lab-bins
 # Measured here one by one (2 shared cores, load 6-11): pair 10.5 min (two kubelets, upgraded to v1.36.3 in the side
 # effect, load 3-5), arm64 7.7 (qemu-user), host roles 4.0, cni 2.4; before default took the upgrade over from its own
 # scenario: default 4.7, upgrade 12.0 (load 12-14; bring-up 5.4, upgrade 4.4, second run 0.3).
-test-molecule: molecule-default molecule-pair molecule-arm64 test-host-roles test-cni
+test-molecule: molecule-default molecule-arm64 test-host-roles test-cni

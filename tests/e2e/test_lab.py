@@ -426,3 +426,97 @@ def test_a_ledger_backup_restores_row_for_row_into_a_new_database(lab_runs):
     replicas = json.loads(kubectl("-n", LEDGER_NS, "get", "deployment", "tokenfactory-gateway", "-o", "json"))
     assert replicas["spec"]["replicas"] == replicas["status"].get("readyReplicas"), replicas["status"]
     print(f"ledger backup: {dump[1]} {dump[2]} bytes; restored {restored[2]} rows equal to the live ledger")
+
+
+def kubectl_apply(obj):
+    """`kubectl apply` of obj on the lab node, as a user or a GitOps tool changes an object (not the module)."""
+    subprocess.run(
+        ["podman", "exec", "-i", NODE, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "apply", "-f", "-"],
+        input=json.dumps(obj), capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+
+
+def model_deployment():
+    return json.loads(
+        kubectl("-n", "tokenfactory", "get", "modeldeployments.tokenfactory.io", DEPLOYMENT, "-o", "json")
+    )
+
+
+def with_spec(md, **changes):
+    """md as a user would apply it: its name, labels and spec, with `changes` in the spec."""
+    meta = {k: md["metadata"][k] for k in ("name", "namespace", "labels") if k in md["metadata"]}
+    return {"apiVersion": md["apiVersion"], "kind": md["kind"], "metadata": meta, "spec": {**md["spec"], **changes}}
+
+
+def engine_pod_ready_with(argument, not_named):
+    """The only engine pod, Ready, not `not_named`, started with `argument` (None while the rollout goes on)."""
+    pods = lab_run.engine_pods(NODE, "tokenfactory", DEPLOYMENT)
+    if len(pods) != 1 or pods[0]["metadata"]["name"] == not_named or pods[0]["metadata"].get("deletionTimestamp"):
+        return None
+    (pod,) = pods
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+    return pod if ready and argument in pod["spec"]["containers"][0]["args"] else None
+
+
+def planned_ready(generation):
+    status = model_deployment()["status"]
+    return status.get("phase") == "Ready" and status["plan"]["generation"] == generation
+
+
+def chat(text):
+    """One chat completion through the public Endpoint with the validation key; (status, body)."""
+    context = ssl.create_default_context(cafile=str(lab_root() / "tf-lab/tls/ca.crt"))
+    body = {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 8}
+    request = urllib.request.Request(
+        f"https://{HOSTNAME}/v1/chat/completions", data=json.dumps(body).encode(), method="POST",
+        headers={"Authorization": f"Bearer {api_key()}", "Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, context=context, timeout=60) as answer:  # noqa: S310 - https
+        return answer.status, json.loads(answer.read())
+
+
+def test_a_model_deployment_changed_with_kubectl_rolls_its_pods_through_the_keeper_and_the_module_agrees(lab_runs):
+    """GitOps on the real cluster, no Ansible run: `kubectl apply` of the ModelDeployment with a new engine argument
+    rolls the engine pod within the keeper's interval (the plan's generation follows) and the gateway routes the new
+    pod; the module run with that spec afterwards changes nothing; an apply asking for more GPUs than the lab's one
+    GB10 is refused in status with the reason, the running pod untouched. (A new replica count that fits needs a
+    second GPU: the pair lab; tests/modules/test_lab_status_keeper.py covers the count against the API server.)"""
+    md, before = model_deployment(), engine_pod()
+    argument = "--max-num-seqs=8"
+    extra_args = [*md["spec"].get("extraArgs", []), argument]
+    kubectl_apply(with_spec(md, extraArgs=extra_args))
+    rolled_s = waited("the engine pod rolled with the new argument",
+                      lambda: engine_pod_ready_with(argument, before["metadata"]["name"]), timeout=600)  # fmt: skip
+    changed = model_deployment()
+    assert changed["metadata"]["generation"] == md["metadata"]["generation"] + 1
+    ready_s = waited("the plan of the new generation, Ready", lambda: planned_ready(changed["metadata"]["generation"]))
+    new_pod = engine_pod()
+    prompt_before = lab_run.pod_token_counters(NODE, new_pod)[0]
+    status, answer = chat("Say hello.")
+    assert status == 200 and answer["choices"][0]["message"]["content"], answer
+    assert lab_run.pod_token_counters(NODE, new_pod)[0] > prompt_before, "the request did not reach the new pod"
+
+    # The module with the spec kubectl applied: the keeper applied what the module would, so nothing changes.
+    module = run_playbook(ROOT / "playbooks/serve.yml", "-i", ROOT / "inventories/lab", "--tags", "model_deployment",
+                          "-e", json.dumps({"tf_engine_extra_args": extra_args}))  # fmt: skip
+    assert play_recap(module.stdout)["localhost"]["changed"] == 0, module.stdout[-4000:]
+
+    # Two replicas of one GPU each on a node with one GB10: refused in status, the running Deployment untouched.
+    workload_version = json.loads(kubectl("-n", "tokenfactory", "get", "deployment", DEPLOYMENT, "-o", "json"))[
+        "metadata"]["resourceVersion"]  # fmt: skip
+    kubectl_apply(with_spec(model_deployment(), replicas=2))
+    waited("the refusal in status", lambda: "refused" in model_deployment()["status"], timeout=120)
+    refused = model_deployment()
+    assert refused["status"]["refused"]["generation"] == refused["metadata"]["generation"], refused["status"]
+    assert "needs 2 x NVIDIA-GB10 but the compute cluster has 1 allocatable" in refused["status"]["refused"]["reason"]
+    assert refused["status"]["plan"]["generation"] == changed["metadata"]["generation"]
+    time.sleep(25)  # two more passes of the keeper (10 s interval): still nothing applied
+    after = json.loads(kubectl("-n", "tokenfactory", "get", "deployment", DEPLOYMENT, "-o", "json"))
+    assert after["metadata"]["resourceVersion"] == workload_version
+    assert engine_pod()["metadata"]["name"] == new_pod["metadata"]["name"]
+    log = kubectl("-n", "tokenfactory-system", "logs", "deployment/tokenfactory-gateway-status-keeper")
+    assert "failed: API error" not in log and "status not kept" not in log, log[-3000:]
+    print(
+        f"kubectl apply: engine pod rolled in {rolled_s:.0f} s, plan Ready {ready_s:.0f} s later; "
+        f"replicas 2 refused: {refused['status']['refused']['reason']}"
+    )

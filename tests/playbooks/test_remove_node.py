@@ -1,6 +1,6 @@
 """remove_node.yml refuses before touching anything: no typed confirmation, or a host the inventory lacks.
 
-The refusal of the last control-plane node needs a cluster: molecule/pair/side_effect.yml checks it on real nodes.
+The refusal of the last control-plane node needs a cluster: molecule/default/side_effect.yml checks it on real nodes.
 """
 
 import pytest

@@ -1,4 +1,4 @@
-"""lab.api_poller: the records it writes and the upgrade window molecule/pair's verifier reads from them."""
+"""lab.api_poller: the records it writes and the upgrade window molecule/default's verifier reads from them."""
 
 import json
 

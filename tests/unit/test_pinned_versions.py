@@ -178,8 +178,7 @@ READ_BY_ANSIBLE = {
         "observability_node_exporter_image": f"localhost/tokenfactory-node-exporter:v{pinned('node_exporter')}",
     },
     "inventories/spark-single/group_vars/all/kubernetes.yml": {"kubernetes_version": pinned("kubernetes")},
-    "molecule/default/group_vars/all.yml": {"kubernetes_version": pinned("kubernetes_upgrade_from")},
-    "molecule/pair/group_vars/tf_upgrade_start.yml": {"kubernetes_version": pinned("kubernetes_upgrade_from")},
+    "molecule/default/group_vars/tf_upgrade_start.yml": {"kubernetes_version": pinned("kubernetes_upgrade_from")},
 }
 
 

@@ -186,10 +186,10 @@ def test_bootstrap_rejects_unknown_extra_naming_the_allowed_values():
     assert proc.stdout == "", "bad input must fail before any step runs"
 
 
-def test_pair_scenario_links_every_file_of_the_pair_inventory():
-    """molecule/pair links inventories/spark-pair/group_vars file by file (no directory symlinks): none missing."""
+def test_default_scenario_links_every_file_of_the_pair_inventory():
+    """molecule/default links inventories/spark-pair/group_vars file by file (no directory symlinks): none missing."""
     inventory = ROOT / "inventories/spark-pair/group_vars"
-    scenario = ROOT / "molecule/pair/group_vars"
+    scenario = ROOT / "molecule/default/group_vars"
     expected = {p.relative_to(inventory) for p in inventory.rglob("*.yml")}
     linked = {p.relative_to(scenario) for p in scenario.rglob("*.yml") if p.parent != scenario}
     assert linked == expected

@@ -183,5 +183,5 @@ def test_make_test_lanes_hold_every_tier_once():
     assert set(parsed) == {"clusters", "services"}, line
     every = parsed["clusters"] + parsed["services"]
     assert len(every) == len(set(every))
-    assert {"molecule-default", "molecule-pair", "test-e2e"} <= set(parsed["clusters"])
+    assert {"molecule-default", "test-e2e", "test-rehearsal"} <= set(parsed["clusters"])
     assert parsed["services"][:3] == ["lint", "sanity", "unit"]

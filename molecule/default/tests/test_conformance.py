@@ -1,4 +1,4 @@
-"""A focused subset of the upstream Kubernetes conformance suite against the real single node.
+"""A focused subset of the upstream Kubernetes conformance suite against the real pair, upgraded.
 
 e2e.test is built from the same k8s.io/kubernetes v1.36.3 module as the cluster (scripts/build-k8s-lab-bins e2e);
 its test images (agnhost, glibc-dns-testing, busybox at the tags the suite names) are built offline by
