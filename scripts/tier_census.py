@@ -23,6 +23,9 @@ COMPONENTS = {
     "redis-server": lambda comm, cmd: comm == "redis-server",
     "prometheus": lambda comm, cmd: comm == "prometheus",
     "gateway": lambda comm, cmd: "tokenfactory_gateway" in cmd,
+    "status-keeper": lambda comm, cmd: "tokenfactory_status_keeper" in cmd,
+    # One conmon per podman container: the podman hosts (and any other container a tier runs).
+    "podman-container": lambda comm, cmd: comm == "conmon",
 }
 # pytest's short test summary (-rA): "PASSED tests/unit/test_x.py::test_y[param]" (SKIPPED lines carry no id).
 RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (?:\.\./)*(\S+::\S+)")
