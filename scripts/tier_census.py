@@ -1,9 +1,12 @@
 """What each test tier ran: the pytest ids in its log, and the real components it started, counted from /proc.
 
 run_lanes.py gives every tier's process tree TF_TIER=<tier>. A process is that tier's when TF_TIER is in its own
-environment or its nearest ancestor's that has one; that covers the tier's own children (pytest's PostgreSQL, Redis,
-vLLM, API servers) and the podman hosts' processes (kubelets, static pods, engine pods), whose chain reaches the conmon
-the tier's podman started. A component is counted once per main process seen (a restart counts again).
+environment or its nearest ancestor's that has one: the tier's own children (pytest's PostgreSQL, Redis, vLLM, API
+servers). podman gives conmon a clean environment, so a container's processes (the podman hosts' kubelets, static
+pods, engine pods) reach a conmon without TF_TIER: its container name (conmon -n) is looked up among the names the
+tiers' podman commands gave (--name), seen in the same scans; failing that, the conmon goes to the tier whose podman
+ran last, within 15 s. A component is counted once per main process seen (a restart counts again); a container
+process no tier can be found for is counted under "?".
 """
 
 import json
@@ -11,6 +14,7 @@ import os
 import pathlib
 import re
 import threading
+import time
 
 # name -> is (comm, cmdline) one of the component's processes? The main one is the process whose parent is not.
 COMPONENTS = {
@@ -63,24 +67,53 @@ def _stat(pid: str) -> tuple:
     return comm, text[text.rindex(")") + 2 :].split()[1]
 
 
-def _tier_of(pid: str) -> str:
-    """TF_TIER of the process or of its nearest ancestor that has one ('' when none does)."""
+def option_value(argv: list, *names: str) -> str:
+    """The value of the first of `names` in argv ("--name X" or "--name=X"; '' when absent)."""
+    for index, arg in enumerate(argv):
+        for name in names:
+            if arg == name and index + 1 < len(argv):
+                return argv[index + 1]
+            if arg.startswith(f"{name}="):
+                return arg[len(name) + 1 :]
+    return ""
+
+
+def _env_tier(pid: str) -> str:
+    for item in _read(f"/proc/{pid}/environ").split(b"\0"):
+        if item.startswith(b"TF_TIER="):
+            return item[len(b"TF_TIER=") :].decode(errors="replace")
+    return ""
+
+
+def _tier_of(pid: str, conmon_tier) -> str:
+    """TF_TIER of the process or of its nearest ancestor that has one; inside a container, conmon_tier(conmon's pid);
+    '' outside any tier."""
     for _ in range(64):
         if pid in {"", "0"}:
             return ""
-        for item in _read(f"/proc/{pid}/environ").split(b"\0"):
-            if item.startswith(b"TF_TIER="):
-                return item[len(b"TF_TIER=") :].decode(errors="replace")
-        pid = _stat(pid)[1]
+        tier = _env_tier(pid)
+        if tier:
+            return tier
+        comm, parent = _stat(pid)
+        if comm == "conmon":
+            return conmon_tier(pid)
+        pid = parent
     return ""
+
+
+def _argv(pid: str) -> list:
+    return [a.decode(errors="replace") for a in _read(f"/proc/{pid}/cmdline").split(b"\0") if a]
 
 
 class Census(threading.Thread):
     """Polls /proc; counts[tier][component] = the component's main processes seen in that tier."""
 
-    def __init__(self, interval: float = 1.0):
+    def __init__(self, interval: float = 0.5):
         super().__init__(name="census", daemon=True)
         self.interval, self.counts, self.seen, self.counted = interval, {}, {}, set()
+        # container name -> the tier whose podman command gave it (--name); tier -> when its podman last ran;
+        # conmon pid -> its tier
+        self.container_tiers, self.podman_ran, self.conmons = {}, {}, {}
         self.stopped = threading.Event()
         self.lock = threading.Lock()
 
@@ -95,9 +128,11 @@ class Census(threading.Thread):
             if self.seen.get(pid) == comm or pid in self.counted:
                 continue
             cmd = _cmdline(pid)
+            if comm == "podman":
+                self.saw_podman(pid)
             for name, matches in COMPONENTS.items():
                 if matches(comm, cmd) and not matches(_stat(ppid)[0], _cmdline(ppid)):
-                    tier = _tier_of(pid)
+                    tier = _tier_of(pid, self.conmon_tier)
                     if tier:
                         with self.lock:
                             per_tier = self.counts.setdefault(tier, {})
@@ -107,6 +142,24 @@ class Census(threading.Thread):
         # Only the live pids: a reused pid is a new process.
         self.seen = looks
         self.counted &= looks.keys()
+        self.conmons = {pid: tier for pid, tier in self.conmons.items() if pid in looks}
+
+    def saw_podman(self, pid: str):
+        tier = _env_tier(pid)
+        if tier:
+            self.podman_ran[tier] = time.monotonic()
+            named = option_value(_argv(pid), "--name")
+            if named:
+                self.container_tiers[named] = tier
+
+    def conmon_tier(self, pid: str) -> str:
+        if pid not in self.conmons:
+            tier = self.container_tiers.get(option_value(_argv(pid), "-n", "--name"))
+            if not tier and self.podman_ran:
+                latest = max(self.podman_ran, key=self.podman_ran.get)
+                tier = latest if time.monotonic() - self.podman_ran[latest] < 15 else None
+            self.conmons[pid] = tier or "?"
+        return self.conmons[pid]
 
     def run(self):
         while not self.stopped.wait(self.interval):
