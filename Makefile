@@ -35,8 +35,10 @@ lint: bootstrap
 	ansible-lint --strict
 	antsibull-changelog lint
 
+# SANITY_ARGS: more ansible-test options (e.g. --test compile); test-py312 runs only the Python-version tests again.
+SANITY_ARGS ?=
 sanity: bootstrap
-	scripts/sanity
+	scripts/sanity $(SANITY_ARGS)
 
 unit: bootstrap
 	$(PYTEST) -m "not (lab or engine or gateway or molecule or e2e or rehearsal or slow or observability)" -p no:cacheprovider
