@@ -88,8 +88,8 @@ def _env_tier(pid: str) -> str:
 def _tier_of(pid: str, conmon_tier) -> str:
     """TF_TIER of the process or of its nearest ancestor that has one; inside a container, conmon_tier(conmon's pid);
     '' outside any tier."""
-    for _ in range(64):
-        if pid in {"", "0"}:
+    for hop in range(64):  # a bounded walk: a pid reused mid-walk cannot loop it
+        if pid in {"", "0"} or hop == 63:
             return ""
         tier = _env_tier(pid)
         if tier:
