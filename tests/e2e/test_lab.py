@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from lab import dashboard_check
-from lab.paths import lab_root
+from lab.paths import lab_root, tf_cache
 from lab.wait import ProcessDied, wait_until
 from tests.awx.awx_runner import job_template, node_extra_vars, run_job
 from tests.awx.test_awx_style_runs import awx_project  # noqa: F401 # pylint: disable=unused-import
@@ -142,6 +142,20 @@ def test_platform_and_engine_run_as_pods_on_the_node(lab_runs):
     assert container["image"] == f"localhost/tokenfactory-vllm-cpu:{pinned('vllm')}"
     assert container["command"] == ["vllm", "serve"] and "--enforce-eager" in container["args"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+def test_the_gateway_archive_is_in_the_nodes_containerd_under_its_ref_and_digest(lab_runs):
+    """gateway_image_source=archive without a registry: cluster.yml's image play put the archive scripts/build-service-
+    images made into the node's containerd, where the kubelet found it (the warm run, changed=0, loaded nothing)."""
+    gateway = json.loads(
+        kubectl("-n", "tokenfactory-system", "get", "deployment", "tokenfactory-gateway", "-o", "json")
+    )
+    ref = gateway["spec"]["template"]["spec"]["containers"][0]["image"]
+    entry = next(e for e in json.loads((tf_cache() / "images/images.json").read_text()) if e["ref"] == ref)
+    listed = subprocess.run(["podman", "exec", NODE, "ctr", "-n", "k8s.io", "images", "ls"], capture_output=True,
+                            text=True, check=True, timeout=60).stdout  # fmt: skip
+    (line,) = [row for row in listed.splitlines() if row.startswith(f"{ref} ")]
+    assert entry["digest"] in line, line
 
 
 def test_endpoint_serves_https_with_its_certificate_and_only_the_openai_routes(lab_runs):
