@@ -56,6 +56,9 @@ class Gateway:
 
     async def start(self) -> None:
         cfg = self.cfg
+        # First: a routing source that cannot be made (a missing kubeconfig) is a setting to fix, not worth waiting
+        # for the datastores before saying so.
+        source = make_source(cfg)
         self.pool = await until_answering("PostgreSQL", self._open_database, db.UNAVAILABLE, cfg.startup_wait_seconds)
         self.redis = aioredis.Redis.from_url(
             cfg.redis_url, socket_timeout=cfg.redis_timeout, socket_connect_timeout=cfg.redis_timeout
@@ -74,9 +77,7 @@ class Gateway:
             cfg.database_timeout, cfg.spool_fsync_seconds,
         )  # fmt: skip
         await self.meter.start()
-        self.routing = RoutingRefresher(
-            make_source(cfg), cfg.routing_endpoint, cfg.routing_refresh_seconds, self.metrics
-        )
+        self.routing = RoutingRefresher(source, cfg.routing_endpoint, cfg.routing_refresh_seconds, self.metrics)
         await self.routing.start()
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=60),
