@@ -504,6 +504,8 @@ def test_a_model_deployment_changed_with_kubectl_rolls_its_pods_through_the_keep
     changed = model_deployment()
     assert changed["metadata"]["generation"] == md["metadata"]["generation"] + 1
     ready_s = waited("the plan of the new generation, Ready", lambda: planned_ready(changed["metadata"]["generation"]))
+    # The gateway dropped the model while the rollout ran (status not Ready) and routes it again at its next refresh.
+    routed_s = waited("the model routed again", routed)
     new_pod = engine_pod()
     prompt_before = lab_run.pod_token_counters(NODE, new_pod)[0]
     status, answer = chat("Say hello.")
@@ -531,6 +533,6 @@ def test_a_model_deployment_changed_with_kubectl_rolls_its_pods_through_the_keep
     log = kubectl("-n", "tokenfactory-system", "logs", "deployment/tokenfactory-gateway-status-keeper")
     assert "failed: API error" not in log and "status not kept" not in log, log[-3000:]
     print(
-        f"kubectl apply: engine pod rolled in {rolled_s:.0f} s, plan Ready {ready_s:.0f} s later; "
-        f"replicas 2 refused: {refused['status']['refused']['reason']}"
+        f"kubectl apply: engine pod rolled in {rolled_s:.0f} s, plan Ready {ready_s:.0f} s later, routed again "
+        f"{routed_s:.0f} s later; replicas 2 refused: {refused['status']['refused']['reason']}"
     )
