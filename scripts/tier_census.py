@@ -4,8 +4,9 @@ run_lanes.py gives every tier's process tree TF_TIER=<tier>. A process is that t
 environment or its nearest ancestor's that has one: the tier's own children (pytest's PostgreSQL, Redis, vLLM, API
 servers). podman gives conmon a clean environment, so a container's processes (the podman hosts' kubelets, static
 pods, engine pods) reach a conmon without TF_TIER: its container name (conmon -n) is looked up among the names the
-tiers' podman commands gave (--name), seen in the same scans; failing that, the conmon goes to the tier whose podman
-ran last, within 15 s. A component is counted once per main process seen (a restart counts again); a container
+tiers' podman commands gave (--name), each podman seen as it starts (the kernel's process connector reports every
+exec; without it, only the podman processes a scan finds); failing that, the conmon goes to the tier whose podman ran
+last, within 15 s. A component is counted once per main process seen (a restart counts again); a container
 process no tier can be found for is counted under "?".
 """
 
@@ -13,6 +14,8 @@ import json
 import os
 import pathlib
 import re
+import socket
+import struct
 import threading
 import time
 
@@ -28,9 +31,14 @@ COMPONENTS = {
     "prometheus": lambda comm, cmd: comm == "prometheus",
     "gateway": lambda comm, cmd: "tokenfactory_gateway" in cmd,
     "status-keeper": lambda comm, cmd: "tokenfactory_status_keeper" in cmd,
-    # One conmon per podman container: the podman hosts (and any other container a tier runs).
-    "podman-container": lambda comm, cmd: comm == "conmon",
+    # One conmon per podman container: the podman hosts (and any other container a tier runs). `podman exec` runs a
+    # conmon of its own, whose session id (-u) is not the container's (-c): not counted.
+    "podman-container": lambda comm, cmd: (
+        comm == "conmon" and option_value(cmd.split(), "-c") == option_value(cmd.split(), "-u")
+    ),
 }
+# The kernel's process connector (linux/connector.h, linux/cn_proc.h): exec events of every process.
+NETLINK_CONNECTOR, CN_IDX_PROC, CN_VAL_PROC, NLMSG_DONE, PROC_CN_MCAST_LISTEN, PROC_EVENT_EXEC = 11, 1, 1, 3, 1, 2
 # pytest's short test summary (-rA): "PASSED tests/unit/test_x.py::test_y[param]" (SKIPPED lines carry no id).
 RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (?:\.\./)*(\S+::\S+)")
 
@@ -161,7 +169,28 @@ class Census(threading.Thread):
             self.conmons[pid] = tier or "?"
         return self.conmons[pid]
 
+    def watch_execs(self):
+        """Every podman that starts, at once (netlink process connector, root only); returns when it cannot listen."""
+        try:
+            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_CONNECTOR)
+            sock.bind((0, CN_IDX_PROC))
+            listen = struct.pack("=IIIIHHI", CN_IDX_PROC, CN_VAL_PROC, 0, 0, 4, 0, PROC_CN_MCAST_LISTEN)
+            sock.send(struct.pack("=IHHII", 16 + len(listen), NLMSG_DONE, 0, 0, 0) + listen)
+        except OSError:
+            return
+        while not self.stopped.is_set():
+            data = sock.recv(65536)
+            offset = 0
+            while offset + 52 <= len(data):  # nlmsghdr (16) + cn_msg (20) + proc_event header (16) + exec pids (8)
+                length = struct.unpack_from("=I", data, offset)[0]
+                if struct.unpack_from("=I", data, offset + 36)[0] == PROC_EVENT_EXEC:
+                    pid = str(struct.unpack_from("=I", data, offset + 52)[0])
+                    if _stat(pid)[0] == "podman":
+                        self.saw_podman(pid)
+                offset += max(length, 16)
+
     def run(self):
+        threading.Thread(target=self.watch_execs, name="census-execs", daemon=True).start()
         while not self.stopped.wait(self.interval):
             self.scan()
 

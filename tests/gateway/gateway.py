@@ -172,7 +172,14 @@ class Replica:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        wait_until(self._ready, timeout, f"gateway on port {self.port} (log {self.log_path})")
+        try:
+            wait_until(self._ready, timeout, f"gateway on port {self.port} (log {self.log_path})")
+        except BaseException:
+            # Not ready in time (or the wait interrupted): no gateway is left running behind the failed test.
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+            raise
         return self
 
     def _ready(self) -> bool:

@@ -3,6 +3,7 @@ address routed to something else until kube-proxy catches up): it waits for them
 `startup_wait_seconds` it exits naming the store, and a refusal (a missing database) fails at once."""
 
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -114,3 +115,29 @@ def test_a_refused_connection_fails_at_once(upstream, postgres_server, redis_ser
         assert "waiting for PostgreSQL" not in gw.logs()
     finally:
         gw.stop()
+
+
+def test_a_replica_not_ready_in_time_is_not_left_running(upstream):
+    """The harness's own promise: a start that times out kills the gateway it started (a leaked one kept running
+    for the rest of a `make test` once, holding its ports and a database)."""
+    with own_stores() as (postgres, redis):
+        gw = Gateway(postgres, redis, deployment_objects("tiny", MODEL, upstream.base_url), startup_wait_seconds=300)
+        postgres.halt()  # the gateway waits for it, never ready
+        try:
+            with pytest.raises(TimeoutError):
+                gw.add_replica(timeout=3)
+            leftover = [p for p in running_gateway_commands() if str(gw.dir) in p]
+            assert leftover == [], leftover
+        finally:
+            gw.stop()
+
+
+def running_gateway_commands():
+    """The command lines of the gateway processes running now (from /proc)."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as handle:
+            cmd = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            if "tokenfactory_gateway" in cmd:
+                found.append(cmd)
+    return found
