@@ -1,9 +1,10 @@
 # Host roles: cached Debian systemd images for podman, Molecule scenarios, preflight negative tests.
 .PHONY: host-image host-image-arm64 node-host-image node-images node-images-upgrade-from e2e-images test-molecule \
   molecule-default molecule-arm64 test-host-roles test-cni
-# The kubelet scenario in the clusters lane (one cluster at a time); the light podman hosts beside the other services.
-CLUSTER_TIERS += molecule-default
-SERVICE_TIERS += test-host-roles test-cni molecule-arm64
+# The kubelet scenario and the arm64 podman host in the clusters lane (the podman lane: one cluster at a time); the
+# preflight hosts and the cni role (an API server, no kubelet) beside the other services.
+CLUSTER_TIERS += molecule-default molecule-arm64
+SERVICE_TIERS += test-host-roles test-cni
 MOLECULE_TEST = ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1 molecule test -s $*
 
 ## Build (or reuse) localhost/tf-debian:bookworm (rebuilt only when the recipe changes).

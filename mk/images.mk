@@ -2,7 +2,7 @@
 # the gateway (services/gateway/Containerfile), PostgreSQL and Redis from Debian packages, Prometheus and node-exporter
 # from the Go build (scripts/ensure-prometheus), the lab's CPU vLLM engine.
 .PHONY: service-images engine-image test-images test-engine-pod
-SERVICE_TIERS += test-images
+CLUSTER_TIERS += test-images
 
 ## Build (or reuse) the gateway, PostgreSQL, Redis, Prometheus and node-exporter images.
 service-images: bootstrap
