@@ -5,9 +5,9 @@ environment or its nearest ancestor's that has one: the tier's own children (pyt
 servers). podman gives conmon a clean environment, so a container's processes (the podman hosts' kubelets, static
 pods, engine pods) reach a conmon without TF_TIER: its container name (conmon -n) is looked up among the names the
 tiers' podman commands gave (--name), each podman seen as it starts (the kernel's process connector reports every
-exec; without it, only the podman processes a scan finds); failing that, the conmon goes to the tier whose podman ran
-last, within 15 s. A component is counted once per main process seen (a restart counts again); a container
-process no tier can be found for is counted under "?".
+exec; without it, only the podman processes a scan finds). A component is counted once per main process seen (a
+restart counts again); a container process no tier of this run named (a container started before it, or by another
+run) is counted under "?".
 """
 
 import json
@@ -17,7 +17,6 @@ import re
 import socket
 import struct
 import threading
-import time
 
 # name -> is (comm, cmdline) one of the component's processes? The main one is the process whose parent is not.
 COMPONENTS = {
@@ -119,9 +118,8 @@ class Census(threading.Thread):
     def __init__(self, interval: float = 0.5):
         super().__init__(name="census", daemon=True)
         self.interval, self.counts, self.seen, self.counted = interval, {}, {}, set()
-        # container name -> the tier whose podman command gave it (--name); tier -> when its podman last ran;
-        # conmon pid -> its tier
-        self.container_tiers, self.podman_ran, self.conmons = {}, {}, {}
+        # container name -> the tier whose podman command gave it (--name); conmon pid -> its tier
+        self.container_tiers, self.conmons = {}, {}
         self.stopped = threading.Event()
         self.lock = threading.Lock()
 
@@ -155,18 +153,13 @@ class Census(threading.Thread):
     def saw_podman(self, pid: str):
         tier = _env_tier(pid)
         if tier:
-            self.podman_ran[tier] = time.monotonic()
             named = option_value(_argv(pid), "--name")
             if named:
                 self.container_tiers[named] = tier
 
     def conmon_tier(self, pid: str) -> str:
         if pid not in self.conmons:
-            tier = self.container_tiers.get(option_value(_argv(pid), "-n", "--name"))
-            if not tier and self.podman_ran:
-                latest = max(self.podman_ran, key=self.podman_ran.get)
-                tier = latest if time.monotonic() - self.podman_ran[latest] < 15 else None
-            self.conmons[pid] = tier or "?"
+            self.conmons[pid] = self.container_tiers.get(option_value(_argv(pid), "-n", "--name"), "?")
         return self.conmons[pid]
 
     def watch_execs(self):
