@@ -65,9 +65,7 @@ def main() -> int:
         print(f"  {name:16} {totals_before.get(name, 0):4} -> {totals_after.get(name, 0):4}")
     print("\ntiers (seconds, CPU seconds of its own processes, components; before -> after)")
     for tier in sorted(set(before) | set(after)):
-        old, now = before.get(tier), after.get(tier)
-
-        print(f"  {tier:26} {shown(old)}  ->  {shown(now)}")
+        print(f"  {tier:26} {shown(before.get(tier))}  ->  {shown(after.get(tier))}")
     return 1 if gone and not args.allow_gone else 0
 
 

@@ -62,7 +62,7 @@ def _read(path: str) -> bytes:
 
 
 def _cmdline(pid: str) -> str:
-    return _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace")
+    return " ".join(_argv(pid))
 
 
 def _stat(pid: str) -> tuple:
@@ -95,8 +95,8 @@ def _env_tier(pid: str) -> str:
 def _tier_of(pid: str, conmon_tier) -> str:
     """TF_TIER of the process or of its nearest ancestor that has one; inside a container, conmon_tier(conmon's pid);
     '' outside any tier."""
-    for hop in range(64):  # a bounded walk: a pid reused mid-walk cannot loop it
-        if pid in {"", "0"} or hop == 63:
+    for _hop in range(64):  # a bounded walk: a pid reused mid-walk cannot loop it
+        if pid in {"", "0"}:
             return ""
         tier = _env_tier(pid)
         if tier:
