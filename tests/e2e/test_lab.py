@@ -71,14 +71,18 @@ def lab_runs():
     make("lab-clean")
 
 
-def https(path, api_key=None):
-    """A request to the public Endpoint from this machine: its hostname (SNI), verified against the lab CA only."""
+def https(path, api_key=None, body=None, timeout=30):
+    """A request to the public Endpoint from this machine: its hostname (SNI), verified against the lab CA only; a
+    POST of `body` as JSON when given. (status, text)"""
     context = ssl.create_default_context(cafile=str(lab_root() / "tf-lab/tls/ca.crt"))
     request = urllib.request.Request(f"https://{HOSTNAME}{path}")
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
+    if body is not None:
+        request.data = json.dumps(body).encode()
+        request.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(request, context=context, timeout=30) as answer:  # noqa: S310 - https
+        with urllib.request.urlopen(request, context=context, timeout=timeout) as answer:  # noqa: S310 - https
             return answer.status, answer.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
@@ -347,8 +351,14 @@ def test_every_dashboard_query_answers_from_the_cluster_prometheus(lab_runs, tmp
     )
 
 
+def model_deployment():
+    return json.loads(
+        kubectl("-n", "tokenfactory", "get", "modeldeployments.tokenfactory.io", DEPLOYMENT, "-o", "json")
+    )
+
+
 def deployment_phase():
-    md = json.loads(kubectl("-n", "tokenfactory", "get", "modeldeployments.tokenfactory.io", DEPLOYMENT, "-o", "json"))
+    md = model_deployment()
     return md.get("status", {}).get("phase"), md.get("status", {}).get("message", "")
 
 
@@ -450,12 +460,6 @@ def kubectl_apply(obj):
     )  # fmt: skip
 
 
-def model_deployment():
-    return json.loads(
-        kubectl("-n", "tokenfactory", "get", "modeldeployments.tokenfactory.io", DEPLOYMENT, "-o", "json")
-    )
-
-
 def with_spec(md, **changes):
     """md as a user would apply it: its name, labels and spec, with `changes` in the spec."""
     meta = {k: md["metadata"][k] for k in ("name", "namespace", "labels") if k in md["metadata"]}
@@ -477,18 +481,6 @@ def planned_ready(generation):
     return status.get("phase") == "Ready" and status["plan"]["generation"] == generation
 
 
-def chat(text):
-    """One chat completion through the public Endpoint with the validation key; (status, body)."""
-    context = ssl.create_default_context(cafile=str(lab_root() / "tf-lab/tls/ca.crt"))
-    body = {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 8}
-    request = urllib.request.Request(
-        f"https://{HOSTNAME}/v1/chat/completions", data=json.dumps(body).encode(), method="POST",
-        headers={"Authorization": f"Bearer {api_key()}", "Content-Type": "application/json"},
-    )  # fmt: skip
-    with urllib.request.urlopen(request, context=context, timeout=60) as answer:  # noqa: S310 - https
-        return answer.status, json.loads(answer.read())
-
-
 def test_a_model_deployment_changed_with_kubectl_rolls_its_pods_through_the_keeper_and_the_module_agrees(lab_runs):
     """GitOps on the real cluster, no Ansible run: `kubectl apply` of the ModelDeployment with a new engine argument
     rolls the engine pod within the keeper's interval (the plan's generation follows) and the gateway routes the new
@@ -508,8 +500,9 @@ def test_a_model_deployment_changed_with_kubectl_rolls_its_pods_through_the_keep
     routed_s = waited("the model routed again", routed)
     new_pod = engine_pod()
     prompt_before = lab_run.pod_token_counters(NODE, new_pod)[0]
-    status, answer = chat("Say hello.")
-    assert status == 200 and answer["choices"][0]["message"]["content"], answer
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8}
+    status, answer = https("/v1/chat/completions", api_key(), body, timeout=60)
+    assert status == 200 and json.loads(answer)["choices"][0]["message"]["content"], answer
     assert lab_run.pod_token_counters(NODE, new_pod)[0] > prompt_before, "the request did not reach the new pod"
 
     # The module with the spec kubectl applied: the keeper applied what the module would, so nothing changes.
