@@ -176,9 +176,7 @@ class Replica:
             wait_until(self._ready, timeout, f"gateway on port {self.port} (log {self.log_path})")
         except BaseException:
             # Not ready in time (or the wait interrupted): no gateway is left running behind the failed test.
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
+            self.stop(signal.SIGKILL, timeout=30)
             raise
         return self
 

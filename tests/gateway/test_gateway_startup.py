@@ -4,6 +4,7 @@ address routed to something else until kube-proxy catches up): it waits for them
 
 import contextlib
 import os
+import pathlib
 import socket
 import threading
 import time
@@ -11,6 +12,7 @@ import time
 import pytest
 
 from lab.datastores import PostgresServer, RedisServer
+from lab.processes import process_tree
 from lab.wait import ProcessDied
 from tests.gateway.gateway import Gateway, deployment_objects
 
@@ -126,18 +128,13 @@ def test_a_replica_not_ready_in_time_is_not_left_running(upstream):
         try:
             with pytest.raises(TimeoutError):
                 gw.add_replica(timeout=3)
-            leftover = [p for p in running_gateway_commands() if str(gw.dir) in p]
+            leftover = [pid for pid in process_tree(os.getpid()) if str(gw.dir) in command_line(pid)]
             assert leftover == [], leftover
         finally:
             gw.stop()
 
 
-def running_gateway_commands():
-    """The command lines of the gateway processes running now (from /proc)."""
-    found = []
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as handle:
-            cmd = handle.read().replace(b"\0", b" ").decode(errors="replace")
-            if "tokenfactory_gateway" in cmd:
-                found.append(cmd)
-    return found
+def command_line(pid):
+    with contextlib.suppress(OSError):
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    return ""
