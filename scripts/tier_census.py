@@ -17,6 +17,7 @@ import re
 import socket
 import struct
 import threading
+import time
 
 # name -> is (comm, cmdline) one of the component's processes? The main one is the process whose parent is not.
 COMPONENTS = {
@@ -120,7 +121,6 @@ class Census(threading.Thread):
         self.interval, self.counts, self.seen, self.counted = interval, {}, {}, set()
         # container name -> the tier whose podman command gave it (--name); conmon pid -> its tier
         self.container_tiers, self.conmons = {}, {}
-        self.stopped = threading.Event()
         self.lock = threading.Lock()
 
     def scan(self):
@@ -171,7 +171,7 @@ class Census(threading.Thread):
             sock.send(struct.pack("=IHHII", 16 + len(listen), NLMSG_DONE, 0, 0, 0) + listen)
         except OSError:
             return
-        while not self.stopped.is_set():
+        while True:  # a daemon thread: it ends with run_lanes
             data = sock.recv(65536)
             offset = 0
             while offset + 52 <= len(data):  # nlmsghdr (16) + cn_msg (20) + proc_event header (16) + exec pids (8)
@@ -184,7 +184,8 @@ class Census(threading.Thread):
 
     def run(self):
         threading.Thread(target=self.watch_execs, name="census-execs", daemon=True).start()
-        while not self.stopped.wait(self.interval):
+        while True:  # a daemon thread: it ends with run_lanes
+            time.sleep(self.interval)
             self.scan()
 
     def of(self, tier: str) -> dict:
