@@ -1,8 +1,12 @@
-"""What the lab tests share (tests/e2e/test_lab.py, test_lab_pair.py): `make lab` and `make lab-clean` on an
-inventory, the three playbooks of its output, the ledger line lab/ledger.yml prints, the
-inventory's values, and commands on a lab node (podman exec)."""
+"""What the lab test (tests/e2e/test_lab.py) and its tier share: `make lab` and `make lab-clean` on an inventory, the
+three playbooks of its output, the ledger line lab/ledger.yml prints, the inventory's values (`Lab`), and commands on a
+lab node (podman exec)."""
 
+import dataclasses
+import functools
 import json
+import os
+import pathlib
 import re
 import subprocess
 import time
@@ -11,6 +15,17 @@ from tests.playbooks.ansible_run import BIN, ROOT, ansible_env
 
 LEDGER_PLAY = "PLAY [Lab - the gateway's ledger"
 SINGLE = "inventories/lab"
+# The lab `make test-e2e` runs (mk/lab.mk's E2E_INVENTORY; `make test-e2e-pair`: inventories/lab-pair).
+E2E_INVENTORY = os.environ.get("TF_E2E_INVENTORY", SINGLE)
+# The inventory's values the lab tests read, by name: the expression the controller templates for each.
+LAB_VALUES = {
+    **{name: name for name in (
+        "tf_cluster_name", "tf_endpoint_hostname", "tf_served_model_name", "tf_model_deployment", "tf_namespace",
+        "tf_lab_tls_dir", "tf_api_key_dir", "tf_lab_tenant", "tf_api_key_name", "tf_validate_requests")},
+    "tf_lab_simulated_dcgm_exporter": "hostvars[groups['spark_nodes'][0]].tf_lab_simulated_dcgm_exporter",
+    # The pair's only (None on a single node).
+    **{name: f"{name} | default(none)" for name in ("tf_lab_link", "connectx_link_cidr", "connectx_mtu")},
+}  # fmt: skip
 
 
 def make(target, inventory=SINGLE):
@@ -73,6 +88,47 @@ def inventory_values(inventory, expressions):
     )
     values = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
     return dict(zip(expressions, values, strict=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Lab:
+    """A lab inventory: its nodes (the control plane first), their management addresses, and LAB_VALUES by name."""
+
+    inventory: str
+    nodes: tuple
+    addresses: dict
+    values: dict
+
+    @property
+    def name(self):
+        return pathlib.Path(self.inventory).name
+
+    @property
+    def control_plane(self):
+        return self.nodes[0]
+
+    @property
+    def is_pair(self):
+        return len(self.nodes) > 1
+
+    def key_file(self, name=None):
+        return pathlib.Path(self.values["tf_api_key_dir"], self.values["tf_lab_tenant"],
+                            f"{name or self.values['tf_api_key_name']}.key")  # fmt: skip
+
+    @property
+    def ca_file(self):
+        return pathlib.Path(self.values["tf_lab_tls_dir"], "ca.crt")
+
+
+@functools.cache
+def lab(inventory=E2E_INVENTORY):
+    """The Lab of `inventory`, read once (one ansible call)."""
+    nodes = "groups['control_plane'] + groups['workers']"
+    addresses = f"({nodes}) | map('extract', hostvars, 'ansible_host') | list"
+    read = inventory_values(inventory, (*LAB_VALUES.values(), nodes, addresses))
+    names = tuple(read[nodes])
+    values = {name: read[expression] for name, expression in LAB_VALUES.items()}
+    return Lab(inventory, names, dict(zip(names, read[addresses], strict=True)), values)
 
 
 def kubectl(node, *args):
