@@ -3,7 +3,7 @@
 # PostgreSQL, Redis, Prometheus and the CPU vLLM engine as pods, tenant and key, validation over HTTPS through the
 # Endpoint), then the ledger beside the engine's own counters (lab/ledger.yml). A second run changes nothing.
 # `make lab LAB_INVENTORY=inventories/lab-pair`: the same on two podman Sparks cabled by the SIMULATED CX-7 link.
-.PHONY: lab lab-clean test-e2e test-e2e-pair test-rehearsal test-rehearsal-pair
+.PHONY: lab lab-clean test-e2e test-e2e-single test-rehearsal test-rehearsal-pair
 CLUSTER_TIERS += test-e2e test-rehearsal
 LAB_INVENTORY := inventories/lab
 # reports/<inventory name>/<inventory name>.{json,xml,html} (the inventories' tf_lab_reports, which lab-clean removes).
@@ -27,20 +27,19 @@ lab: bootstrap $(LAB_PREREQS)
 lab-clean: bootstrap
 	ansible-playbook -i $(LAB_INVENTORY) lab/clean.yml
 
-# The lab test-e2e runs (in the clusters lane): the single node. Its checks are written for any number of nodes, so
-# the pair runs them too (test-e2e-pair), with the pair's own (the link, a replica per Spark, a new replica count
-# applied with kubectl); inventories/lab-pair links the single lab's settings. The pair is not in `make test` yet:
-# it must pass once here first, then E2E_INVENTORY becomes the pair and one cluster answers both.
-E2E_INVENTORY ?= inventories/lab
+# The lab test-e2e runs (in the clusters lane): the pair. Its checks are written for any number of nodes, so the pair
+# answers the single node's and its own (the link, a replica per Spark, a new replica count applied with kubectl);
+# inventories/lab-pair links the single lab's settings. The shipped single node is test-rehearsal's.
+E2E_INVENTORY ?= inventories/lab-pair
 ## The lab as its own test (marker e2e) on E2E_INVENTORY: lab-clean, cold run, warm run (the product playbook must
 ## change nothing), the checks (GitOps: a new engine argument applied with kubectl, and on the pair a new replica
 ## count), lab-clean. The checks only a pair has skip on one node, naming why.
 test-e2e: bootstrap $(LAB_PREREQS)
 	TF_E2E_INVENTORY=$(E2E_INVENTORY) $(PYTEST) -m e2e -p no:cacheprovider -rA tests/e2e
 
-## The same checks on the pair lab (inventories/lab-pair: two podman Sparks cabled by the SIMULATED CX-7 link).
-test-e2e-pair:
-	$(MAKE) --no-print-directory test-e2e E2E_INVENTORY=inventories/lab-pair
+## The same checks on the single lab (inventories/lab; the pair's own skip, naming why).
+test-e2e-single:
+	$(MAKE) --no-print-directory test-e2e E2E_INVENTORY=inventories/lab
 
 ## The SHIPPED inventories/spark-single end to end on a podman Spark host (marker rehearsal): only the overlay
 ## tests/rehearsal/spark-single (address, user, vault from the example, simulation layer) on top; validate PASS over

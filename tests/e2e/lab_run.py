@@ -15,8 +15,8 @@ from tests.playbooks.ansible_run import BIN, ROOT, ansible_env
 
 LEDGER_PLAY = "PLAY [Lab - the gateway's ledger"
 SINGLE = "inventories/lab"
-# The lab `make test-e2e` runs (mk/lab.mk's E2E_INVENTORY; `make test-e2e-pair`: inventories/lab-pair).
-E2E_INVENTORY = os.environ.get("TF_E2E_INVENTORY", SINGLE)
+# The lab `make test-e2e` runs (mk/lab.mk's E2E_INVENTORY; `make test-e2e-single`: inventories/lab).
+E2E_INVENTORY = os.environ.get("TF_E2E_INVENTORY", "inventories/lab-pair")
 # The inventory's values the lab tests read, by name: the expression the controller templates for each.
 LAB_VALUES = {
     **{name: name for name in (

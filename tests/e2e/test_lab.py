@@ -1,7 +1,7 @@
 """`make lab` as a test (marker e2e): lab-clean, a cold run, a warm run, checks, lab-clean, on the inventory
-TF_E2E_INVENTORY names (tests/e2e/lab_run.py's E2E_INVENTORY): `make test-e2e` runs inventories/lab, one node;
-`make test-e2e-pair` runs inventories/lab-pair, two podman Sparks cabled by the SIMULATED ConnectX-7 link (an
-internal podman network with the link's MTU). `make lab` creates the podman Spark hosts
+TF_E2E_INVENTORY names (tests/e2e/lab_run.py's E2E_INVENTORY): `make test-e2e` runs inventories/lab-pair, two podman
+Sparks cabled by the SIMULATED ConnectX-7 link (an internal podman network with the link's MTU);
+`make test-e2e-single` runs inventories/lab, one node. `make lab` creates the podman Spark hosts
 (lab/hosts.yml, SIMULATED GPU and driver), then runs the product unchanged -
 `ansible-playbook -i <inventory> tokenfactory.spark.site` - on them: kubeadm init on the first, the second joined over
 the link, bridge CNI, the gateway, PostgreSQL, Redis, Prometheus and the CPU vLLM engine as pods (one replica per
