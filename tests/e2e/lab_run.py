@@ -131,23 +131,28 @@ def lab(inventory=E2E_INVENTORY):
     return Lab(inventory, names, dict(zip(names, read[addresses], strict=True)), values)
 
 
-def kubectl(node, *args):
-    """kubectl with the admin kubeconfig on the lab node `node` (the control plane)."""
+def on_node(node, *argv, stdin=None, timeout=60):
+    """The stdout of `argv` run on the lab node `node` (podman exec; `stdin` fed to it when given)."""
+    interactive = [] if stdin is None else ["-i"]
     return subprocess.run(
-        ["podman", "exec", node, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *args],
+        ["podman", "exec", *interactive, node, *argv],
+        input=stdin,
         capture_output=True,
         text=True,
         check=True,
-        timeout=60,
+        timeout=timeout,
     ).stdout
+
+
+def kubectl(node, *args, stdin=None):
+    """kubectl with the admin kubeconfig on the lab node `node` (the control plane)."""
+    return on_node(node, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *args, stdin=stdin)
 
 
 def on_node_get(node, url):
     """GET from the lab node `node` (pod addresses are reachable there, not from this machine)."""
     script = "import sys, urllib.request as u; sys.stdout.write(u.urlopen(sys.argv[1], timeout=10).read().decode())"
-    return subprocess.run(
-        ["podman", "exec", node, "python3", "-c", script, url], capture_output=True, text=True, check=True, timeout=60
-    ).stdout
+    return on_node(node, "python3", "-c", script, url)
 
 
 def engine_pods(node, namespace, deployment):

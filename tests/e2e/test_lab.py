@@ -52,8 +52,8 @@ def value(name):
     return lab().values[name]
 
 
-def kubectl(*args):
-    return lab_run.kubectl(lab().control_plane, *args)
+def kubectl(*args, stdin=None):
+    return lab_run.kubectl(lab().control_plane, *args, stdin=stdin)
 
 
 def engine_pods():
@@ -164,12 +164,7 @@ def test_the_worker_joined_over_the_simulated_link(lab_runs):
     for name, addresses in internal.items():
         assert len(addresses) == 1 and ipaddress.ip_address(addresses[0]) in link, (name, addresses)
     worker = lab().nodes[1]
-    shown = json.loads(
-        subprocess.run(
-            ["podman", "exec", worker, "ip", "-j", "addr", "show", "dev", value("tf_lab_link")["interface"]],
-            capture_output=True, text=True, check=True, timeout=60,
-        ).stdout
-    )  # fmt: skip
+    shown = json.loads(lab_run.on_node(worker, "ip", "-j", "addr", "show", "dev", value("tf_lab_link")["interface"]))
     assert shown[0]["mtu"] == int(value("connectx_mtu"))
     assert internal[worker][0] in [a["local"] for a in shown[0]["addr_info"]]
 
@@ -190,7 +185,7 @@ def test_platform_and_one_engine_pod_per_node_run_as_pods(lab_runs):
     for pod in engines:
         container = pod["spec"]["containers"][0]
         assert pod["status"]["phase"] == "Running", pod["metadata"]["name"]
-        assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "True", pod["metadata"]["name"]
+        assert ready(pod), pod["metadata"]["name"]
         assert container["image"] == f"localhost/tokenfactory-vllm-cpu:{pinned('vllm')}"
         assert container["command"] == ["vllm", "serve"] and "--enforce-eager" in container["args"]
         assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
@@ -205,8 +200,7 @@ def test_the_gateway_archive_is_in_every_nodes_containerd_under_its_ref_and_dige
     ref = gateway["spec"]["template"]["spec"]["containers"][0]["image"]
     entry = next(e for e in json.loads((tf_cache() / "images/images.json").read_text()) if e["ref"] == ref)
     for node in lab().nodes:
-        listed = subprocess.run(["podman", "exec", node, "ctr", "-n", "k8s.io", "images", "ls"], capture_output=True,
-                                text=True, check=True, timeout=60).stdout  # fmt: skip
+        listed = lab_run.on_node(node, "ctr", "-n", "k8s.io", "images", "ls")
         (line,) = [row for row in listed.splitlines() if row.startswith(f"{ref} ")]
         assert entry["digest"] in line, (node, line)
 
@@ -523,8 +517,7 @@ def test_a_ledger_backup_restores_row_for_row_into_a_new_database(lab_runs):
         kubectl("-n", LEDGER_NS, "delete", "job", job, "--wait=false")
     dump = re.search(r"backup (ledger-\d{8}T\d{6}Z\.dump): (\d+) bytes; (\d+) kept \(newest 7\)", log)
     assert dump and int(dump[2]) > 0, log
-    on_node = subprocess.run(["podman", "exec", pod["spec"]["nodeName"], "ls", "/var/lib/tokenfactory/backups/ledger"],
-                             check=True, capture_output=True, text=True, timeout=30).stdout.split()  # fmt: skip
+    on_node = lab_run.on_node(pod["spec"]["nodeName"], "ls", "/var/lib/tokenfactory/backups/ledger", timeout=30).split()
     assert dump[1] in on_node, on_node
 
     live = ledger_sql("tokenfactory", LEDGER_ROWS)
@@ -553,11 +546,7 @@ def test_a_ledger_backup_restores_row_for_row_into_a_new_database(lab_runs):
 
 def kubectl_apply(obj):
     """`kubectl apply` of obj on the control plane, as a user or a GitOps tool changes an object (not the module)."""
-    subprocess.run(
-        ["podman", "exec", "-i", lab().control_plane, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "apply",
-         "-f", "-"],
-        input=json.dumps(obj), capture_output=True, text=True, check=True, timeout=60,
-    )  # fmt: skip
+    kubectl("apply", "-f", "-", stdin=json.dumps(obj))
 
 
 def with_spec(md, **changes):
