@@ -70,7 +70,7 @@ def test_kv_pressure_then_engine_dies_mid_run(tiny_model_dir):
         # pressure, and /metrics answers a few times in the whole run (CI: peak 0.53, avg 0.11). So pressure
         # is judged on the first of up to 3 runs sampled without a gap over MAX_SAMPLE_GAP_S.
         attempts = []
-        for _ in range(3):
+        for _attempt in range(3):
             pressure = validate(
                 engine.base_url,
                 api="completions",
