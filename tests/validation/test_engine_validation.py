@@ -2,6 +2,7 @@
 
 import threading
 import time
+import warnings
 from itertools import pairwise
 
 import pytest
@@ -123,5 +124,7 @@ def test_kv_pressure_then_engine_dies_mid_run(tiny_model_dir):
     expected = {"connection_lost", "connect_error", "incomplete_stream", "stream_error", "http_500"}
     assert set(kinds) <= expected, result["errors"]
     assert kinds.get("connect_error", 0) >= 1 and not result["slo"]["passed"]
+    # The engine's own counter is exact, sampled or not: the cache ran out in at least one run.
+    assert any(attempt["preemptions"] > 0 for attempt in attempts), attempts
     if attempts[-1]["largest_sample_gap_s"] > MAX_SAMPLE_GAP_S:
-        pytest.skip(f"KV peak not judged: /metrics starved in all 3 runs (largest gaps, peaks): {attempts}")
+        warnings.warn(f"KV peak not judged: /metrics starved in all 3 runs: {attempts}", stacklevel=1)
